@@ -1,0 +1,101 @@
+// Function transforms over Rust closures. A Rust closure becomes an
+// `ArrayFn` that calls back into Rust; an `Err` (or caught panic) there comes
+// back as a thrown `rust::Error`, which MLX sees as an ordinary exception and
+// which cxx turns into `Err` again at the outer call.
+#include "mlx-bridge/src/ffi/transforms.rs.h"
+
+namespace mlx_bridge {
+
+namespace {
+
+// std::function must be copyable while rust::Box is move-only: share the box.
+// The Rust closure (and any arrays it captured) is dropped together with the
+// last copy of the std::function, e.g. when MLX drops a graph node holding it.
+ArrayFn from_rust(rust::Box<RustFn> f) {
+  auto shared = std::make_shared<rust::Box<RustFn>>(std::move(f));
+  return [shared](const std::vector<mx::array>& inputs) {
+    ArrayList in{inputs};
+    return std::move(call_rust_fn(**shared, in)->v);
+  };
+}
+
+} // namespace
+
+std::unique_ptr<Function> function_from_rust(rust::Box<RustFn> f) {
+  return std::make_unique<Function>(Function{from_rust(std::move(f))});
+}
+
+std::unique_ptr<ArrayList> function_call(const Function& f, const ArrayList& inputs) {
+  return wrap_list(f.f(inputs.v));
+}
+
+std::unique_ptr<Function> compile(const Function& f, bool shapeless) {
+  // The Function's own heap address is the compile-cache key: unique while
+  // it lives, and Rust erases the entry before freeing it.
+  auto out = std::make_unique<Function>();
+  auto id = reinterpret_cast<std::uintptr_t>(out.get());
+  auto compiled = mx::detail::compile(f.f, id, shapeless);
+  out->compile_id = id;
+  out->f = [compiled = std::move(compiled), id](const std::vector<mx::array>& inputs) {
+    try {
+      return compiled(inputs);
+    } catch (...) {
+      // MLX marks a cache entry filled *before* tracing; if the trace throws,
+      // the entry stays behind empty and the next call with the same shapes
+      // would silently return no outputs. Drop it so the next call retraces.
+      mx::detail::compile_erase(id);
+      throw;
+    }
+  };
+  return out;
+}
+
+std::size_t function_compile_id(const Function& f) {
+  return f.compile_id;
+}
+
+void compile_erase(std::size_t id) {
+  mx::detail::compile_erase(id);
+}
+
+bool compile_cache_empty() {
+  return mx::detail::compile_cache_empty();
+}
+
+std::unique_ptr<Function> vmap(const Function& f, rust::Slice<const std::int32_t> in_axes,
+                               rust::Slice<const std::int32_t> out_axes) {
+  return std::make_unique<Function>(Function{mx::vmap(f.f, to_ints(in_axes), to_ints(out_axes))});
+}
+
+std::unique_ptr<Function> checkpoint(const Function& f) {
+  return std::make_unique<Function>(Function{mx::checkpoint(f.f)});
+}
+
+std::unique_ptr<Function> custom_vjp(const Function& f, rust::Box<RustVjpFn> vjp_fn) {
+  auto shared = std::make_shared<rust::Box<RustVjpFn>>(std::move(vjp_fn));
+  auto vjp_f = [shared](const std::vector<mx::array>& primals,
+                        const std::vector<mx::array>& cotangents,
+                        const std::vector<mx::array>& outputs) {
+    ArrayList p{primals}, c{cotangents}, o{outputs};
+    return std::move(call_rust_vjp_fn(**shared, p, c, o)->v);
+  };
+  return std::make_unique<Function>(Function{mx::custom_vjp(f.f, std::move(vjp_f))});
+}
+
+// Returns the outputs followed by the vjps (one per primal).
+std::unique_ptr<ArrayList> vjp(const Function& f, const ArrayList& primals,
+                               const ArrayList& cotangents) {
+  auto [outs, vjps] = mx::vjp(f.f, primals.v, cotangents.v);
+  outs.insert(outs.end(), vjps.begin(), vjps.end());
+  return wrap_list(std::move(outs));
+}
+
+// Returns the outputs followed by the jvps (one per output).
+std::unique_ptr<ArrayList> jvp(const Function& f, const ArrayList& primals,
+                               const ArrayList& tangents) {
+  auto [outs, jvps] = mx::jvp(f.f, primals.v, tangents.v);
+  outs.insert(outs.end(), jvps.begin(), jvps.end());
+  return wrap_list(std::move(outs));
+}
+
+} // namespace mlx_bridge

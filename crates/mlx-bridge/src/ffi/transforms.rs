@@ -1,0 +1,121 @@
+//! Bridge for function transforms (compile, vjp, jvp, vmap, checkpoint,
+//! custom_vjp) over Rust closures.
+//!
+//! A closure crosses as a boxed opaque Rust type that C++ keeps inside a
+//! `std::function`; MLX calls it back through `call_rust_fn`. Errors and
+//! panics must not unwind through C++ frames, so the callbacks catch panics
+//! and report both as `Err`, which cxx rethrows in C++ as `rust::Error`.
+
+use crate::Error;
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub use bridge::*;
+
+type ListFn = dyn FnMut(&ArrayList) -> crate::Result<cxx::UniquePtr<ArrayList>>;
+type VjpListFn =
+    dyn FnMut(&ArrayList, &ArrayList, &ArrayList) -> crate::Result<cxx::UniquePtr<ArrayList>>;
+
+/// A Rust closure over array lists, owned by the C++ side once boxed.
+/// `RefCell` because MLX may (through the closure itself) call it again while
+/// it runs; that re-entrant call fails instead of aliasing `&mut`.
+pub struct RustFn(RefCell<Box<ListFn>>);
+
+/// A custom VJP closure: `(primals, cotangents, outputs) -> vjps`.
+pub struct RustVjpFn(RefCell<Box<VjpListFn>>);
+
+impl RustFn {
+    pub fn new(
+        f: impl FnMut(&ArrayList) -> crate::Result<cxx::UniquePtr<ArrayList>> + 'static,
+    ) -> Box<Self> {
+        Box::new(RustFn(RefCell::new(Box::new(f))))
+    }
+}
+
+impl RustVjpFn {
+    pub fn new(
+        f: impl FnMut(&ArrayList, &ArrayList, &ArrayList) -> crate::Result<cxx::UniquePtr<ArrayList>>
+            + 'static,
+    ) -> Box<Self> {
+        Box::new(RustVjpFn(RefCell::new(Box::new(f))))
+    }
+}
+
+/// Runs `f`, turning a panic into `Err` so it never unwinds into C++.
+fn no_unwind<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(Error::from_panic(payload)))
+}
+
+fn reentrant() -> Error {
+    Error::new("[mlx_bridge] a Rust closure was called again while it was already running")
+}
+
+fn call_rust_fn(f: &RustFn, inputs: &ArrayList) -> crate::Result<cxx::UniquePtr<ArrayList>> {
+    let mut f = f.0.try_borrow_mut().map_err(|_| reentrant())?;
+    no_unwind(|| f(inputs))
+}
+
+fn call_rust_vjp_fn(
+    f: &RustVjpFn,
+    primals: &ArrayList,
+    cotangents: &ArrayList,
+    outputs: &ArrayList,
+) -> crate::Result<cxx::UniquePtr<ArrayList>> {
+    let mut f = f.0.try_borrow_mut().map_err(|_| reentrant())?;
+    no_unwind(|| f(primals, cotangents, outputs))
+}
+
+#[cxx::bridge(namespace = "mlx_bridge")]
+mod bridge {
+    // ---- Shared types ----
+    // (none)
+
+    // ---- Rust to C++ ----
+    extern "Rust" {
+        /// Boxed Rust closure `&[array] -> Result<[array]>`.
+        type RustFn;
+        /// Boxed Rust closure `(primals, cotangents, outputs) -> Result<vjps>`.
+        type RustVjpFn;
+
+        // `Err` becomes a thrown `rust::Error` carrying the message.
+        fn call_rust_fn(f: &RustFn, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
+        fn call_rust_vjp_fn(
+            f: &RustVjpFn,
+            primals: &ArrayList,
+            cotangents: &ArrayList,
+            outputs: &ArrayList,
+        ) -> Result<UniquePtr<ArrayList>>;
+    }
+
+    // ---- C++ to Rust ----
+    unsafe extern "C++" {
+        include!("bridge.h");
+
+        type ArrayList = crate::ffi::array::ArrayList;
+        /// A `std::function<vector<array>(const vector<array>&)>`.
+        type Function;
+
+        // Takes ownership of the closure; it is dropped with the last copy of
+        // the std::function (which MLX graph nodes may also hold).
+        fn function_from_rust(f: Box<RustFn>) -> UniquePtr<Function>;
+        // Runs the function: MLX op errors and closure errors both throw.
+        fn function_call(f: &Function, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
+
+        // `mlx::core::detail::compile` keyed by the returned object's address;
+        // the caller must `compile_erase` that key before dropping it.
+        fn compile(f: &Function, shapeless: bool) -> Result<UniquePtr<Function>>;
+        fn function_compile_id(f: &Function) -> usize;
+        fn compile_erase(id: usize);
+        fn compile_cache_empty() -> bool;
+
+        fn vmap(f: &Function, in_axes: &[i32], out_axes: &[i32]) -> Result<UniquePtr<Function>>;
+        fn checkpoint(f: &Function) -> Result<UniquePtr<Function>>;
+        fn custom_vjp(f: &Function, vjp_fn: Box<RustVjpFn>) -> Result<UniquePtr<Function>>;
+        // Outputs followed by one vjp per primal.
+        fn vjp(f: &Function, primals: &ArrayList, cotangents: &ArrayList)
+            -> Result<UniquePtr<ArrayList>>;
+        // Outputs followed by one jvp per output.
+        fn jvp(f: &Function, primals: &ArrayList, tangents: &ArrayList)
+            -> Result<UniquePtr<ArrayList>>;
+    }
+}

@@ -1,0 +1,34 @@
+//! Safe Rust API over the MLX C++ core, through cxx bridges.
+//!
+//! * [`Array`] is a handle to an MLX array (a lazy graph node); cloning it
+//!   shares the node, exactly like copying an `mlx::core::array`.
+//! * Every operation returns [`Result`]: MLX reports bad shapes, axes and
+//!   dtypes by throwing C++ exceptions, which arrive here as [`Error`] with
+//!   MLX's message. Some errors only surface when the graph is evaluated
+//!   ([`eval`], [`Array::eval`], the `to_vec_*` readers).
+//! * Transforms take Rust closures ([`compile`], [`vjp`], [`vmap`], ...).
+//!
+//! Arrays are not `Send`: MLX keeps per-thread state (default streams, the
+//! compile cache), so a graph is built, evaluated and dropped on one thread.
+//!
+//! The raw bridges are public in [`ffi`] for probes that need MLX one to one.
+
+mod array;
+mod error;
+pub mod fast;
+pub mod ffi;
+pub mod linalg;
+pub mod memory;
+mod ops;
+pub mod random;
+mod transforms;
+
+pub use array::{eval, synchronize, Array, Dtype};
+pub use error::{Error, Result};
+pub use ops::*;
+pub use transforms::{
+    checkpoint, compile, compile_shapeless, custom_vjp, jvp, vjp, vmap, CompiledFn, TransformedFn,
+};
+
+/// Which MLX build this crate links: `"patched"` or `"pristine"`.
+pub const MLX_VARIANT: &str = if cfg!(mlx_variant = "pristine") { "pristine" } else { "patched" };

@@ -1,0 +1,162 @@
+//! Function transforms over Rust closures: [`compile`], [`vjp`], [`jvp`],
+//! [`vmap`], [`checkpoint`], [`custom_vjp`].
+//!
+//! Closures take `&[Array]` and return `Result<Vec<Array>>`. An `Err` (or a
+//! panic, caught at the boundary) aborts the MLX transform with a C++
+//! exception, and the transform's caller gets `Err` with the same message.
+
+use crate::array::{from_list, to_list};
+use crate::ffi::array::ArrayList;
+use crate::ffi::transforms::{self as raw, RustFn, RustVjpFn};
+use crate::{Array, Error, Result};
+use cxx::UniquePtr;
+
+/// Boxes a closure over `&[Array]` as a closure over C++ array lists.
+fn rust_fn<F>(mut f: F) -> Box<RustFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    RustFn::new(move |inputs: &ArrayList| {
+        let inputs = from_list(inputs)?;
+        Ok(to_list(f(&inputs)?))
+    })
+}
+
+fn function<F>(f: F) -> UniquePtr<raw::Function>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    raw::function_from_rust(rust_fn(f))
+}
+
+fn call(f: &raw::Function, inputs: &[Array]) -> Result<Vec<Array>> {
+    from_list(&raw::function_call(f, &to_list(inputs))?)
+}
+
+/// A compiled closure. Calls with new input shapes/dtypes trace the closure
+/// once more; later calls replay MLX's cached, simplified and fused graph.
+///
+/// Dropping it erases its compile-cache entries (the traced tapes) and then
+/// the closure with everything it captured: the lifetime MLX's Python
+/// binding gives a compiled function. Not `Send`: MLX's compile cache is
+/// per thread.
+pub struct CompiledFn {
+    func: UniquePtr<raw::Function>,
+    id: usize,
+}
+
+impl CompiledFn {
+    pub fn call(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        call(&self.func, inputs)
+    }
+}
+
+impl Drop for CompiledFn {
+    fn drop(&mut self) {
+        // Before `func` (and the closure) is freed, so the key cannot be
+        // reused by a new CompiledFn while its entries still exist.
+        raw::compile_erase(self.id);
+    }
+}
+
+fn compile_impl<F>(f: F, shapeless: bool) -> CompiledFn
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    // MLX only rejects an empty std::function, which `function` never makes.
+    let func = raw::compile(&function(f), shapeless).expect("mlx::core::detail::compile rejected a non-empty function");
+    let id = raw::function_compile_id(&func);
+    CompiledFn { func, id }
+}
+
+/// Compiles `f` (`mlx::core::detail::compile` with a key owned by the
+/// returned [`CompiledFn`]). `f` may capture arrays, e.g. model weights;
+/// they are constants of the compiled graph.
+pub fn compile<F>(f: F) -> CompiledFn
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    compile_impl(f, false)
+}
+
+/// Like [`compile`], but one trace serves all input shapes (same ranks and
+/// dtypes); MLX errors at trace time for ops that cannot be shapeless.
+pub fn compile_shapeless<F>(f: F) -> CompiledFn
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    compile_impl(f, true)
+}
+
+/// A transformed closure ([`vmap`], [`checkpoint`], [`custom_vjp`]).
+pub struct TransformedFn {
+    func: UniquePtr<raw::Function>,
+}
+
+impl TransformedFn {
+    pub fn call(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        call(&self.func, inputs)
+    }
+}
+
+/// Vectorizes `f` over axis `in_axes[i]` of input `i` (`-1`: not mapped),
+/// stacking output `j` along `out_axes[j]`. Empty slices mean all 0.
+pub fn vmap<F>(f: F, in_axes: &[i32], out_axes: &[i32]) -> Result<TransformedFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    Ok(TransformedFn { func: raw::vmap(&function(f), in_axes, out_axes)? })
+}
+
+/// `f` with gradient checkpointing: intermediates are recomputed in the
+/// backward pass instead of being kept.
+pub fn checkpoint<F>(f: F) -> Result<TransformedFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    Ok(TransformedFn { func: raw::checkpoint(&function(f))? })
+}
+
+/// `f` whose VJP is `vjp_fn(primals, cotangents, outputs)` (one result per
+/// primal).
+pub fn custom_vjp<F, G>(f: F, mut vjp_fn: G) -> Result<TransformedFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+    G: FnMut(&[Array], &[Array], &[Array]) -> Result<Vec<Array>> + 'static,
+{
+    let g = RustVjpFn::new(move |p: &ArrayList, c: &ArrayList, o: &ArrayList| {
+        Ok(to_list(vjp_fn(&from_list(p)?, &from_list(c)?, &from_list(o)?)?))
+    });
+    Ok(TransformedFn { func: raw::custom_vjp(&function(f), g)? })
+}
+
+/// Splits `all` after its first `n` arrays.
+fn split_off(mut all: Vec<Array>, n: usize, what: &str) -> Result<(Vec<Array>, Vec<Array>)> {
+    if all.len() < n {
+        return Err(Error::new(format!("[{what}] MLX returned {} arrays, expected at least {n}", all.len())));
+    }
+    let tail = all.split_off(n);
+    Ok((all, tail))
+}
+
+/// Outputs of `f(primals)` and the vector-Jacobian products of
+/// `cotangents` (one per output) with respect to each primal.
+pub fn vjp<F>(f: F, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    let all = from_list(&raw::vjp(&function(f), &to_list(primals), &to_list(cotangents))?)?;
+    let n_outputs = all.len().saturating_sub(primals.len());
+    split_off(all, n_outputs, "vjp")
+}
+
+/// Outputs of `f(primals)` and the Jacobian-vector products with
+/// `tangents` (one per primal), one per output.
+pub fn jvp<F>(f: F, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    let all = from_list(&raw::jvp(&function(f), &to_list(primals), &to_list(tangents))?)?;
+    let n_outputs = all.len() / 2;
+    split_off(all, n_outputs, "jvp")
+}

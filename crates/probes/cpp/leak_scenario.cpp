@@ -1,0 +1,167 @@
+// The leak report's scenario written against the MLX C++ API: per cycle, make
+// weights, evaluate them outside the compiled function, compile a forward pass
+// that splits every block's output, run it once, drop everything, and print
+// how much active memory the cycle left behind.
+//
+// --shapes N calls the compiled function with N batch sizes (batch, 2 batch,
+// ...) per cycle, so the compile cache holds N traced entries.
+//
+// Each ingredient can be switched off (--slices, --no-eval-outside,
+// --no-compile) to show that all three are needed. Weights come from fixed
+// PRNG keys, so the digest of the output is comparable across builds.
+//
+// Output, one line per cycle, then a summary:
+//   cycle <i> retained_bytes <n> digest <hex>
+//   summary cycles <n> retained_mib_per_cycle <x> digest <hex>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mlx/mlx.h"
+
+namespace mx = mlx::core;
+
+namespace {
+
+struct Config {
+  int cycles = 10;
+  int blocks = 24;
+  int dim = 512;
+  int batch = 8;
+  int shapes = 1;
+  bool split = true;
+  bool eval_outside = true;
+  bool compile = true;
+};
+
+Config parse(int argc, char** argv) {
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return std::atoi(argv[++i]);
+    };
+    if (a == "--cycles") {
+      c.cycles = value();
+    } else if (a == "--blocks") {
+      c.blocks = value();
+    } else if (a == "--dim") {
+      c.dim = value();
+    } else if (a == "--batch") {
+      c.batch = value();
+    } else if (a == "--shapes") {
+      c.shapes = value();
+    } else if (a == "--slices") {
+      c.split = false;
+    } else if (a == "--no-eval-outside") {
+      c.eval_outside = false;
+    } else if (a == "--no-compile") {
+      c.compile = false;
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: %s [--cycles N] [--blocks N] [--dim N] [--batch N] "
+          "[--shapes N] [--slices] [--no-eval-outside] [--no-compile]\n",
+          argv[0]);
+      std::exit(2);
+    }
+  }
+  if (c.dim % 2 != 0 || c.dim <= 0 || c.blocks <= 0 || c.batch <= 0 ||
+      c.shapes <= 0) {
+    std::fprintf(
+        stderr, "dim must be even and positive, the other sizes positive\n");
+    std::exit(2);
+  }
+  return c;
+}
+
+// FNV-1a over the raw bytes: equal digests mean bit-identical outputs.
+uint64_t digest(const mx::array& a) {
+  auto bytes = reinterpret_cast<const unsigned char*>(a.data<float>());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < a.nbytes(); ++i) {
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto cfg = parse(argc, argv);
+  std::vector<mx::array> inputs;
+  for (int i = 0; i < cfg.shapes; ++i) {
+    inputs.push_back(mx::random::normal(
+        {cfg.batch * (i + 1), cfg.dim}, mx::float32, mx::random::key(0)));
+  }
+  mx::eval(inputs);
+
+  double total = 0;
+  uint64_t first_digest = 0;
+  for (int cycle = 0; cycle < cfg.cycles; ++cycle) {
+    mx::synchronize();
+    auto base = mx::get_active_memory();
+    uint64_t d = 0;
+    {
+      std::vector<mx::array> weights;
+      for (int i = 0; i < cfg.blocks; ++i) {
+        weights.push_back(mx::random::normal(
+            {cfg.dim, cfg.dim}, mx::float32, mx::random::key(1 + i)));
+      }
+      // Weights are captured by value, as a Python closure captures them.
+      auto forward = [weights, split = cfg.split](const std::vector<mx::array>& in) {
+        auto x = in[0];
+        for (auto& w : weights) {
+          auto h = mx::matmul(x, w);
+          auto half = h.shape(-1) / 2;
+          mx::array a = h, b = h;
+          if (split) {
+            auto parts = mx::split(h, 2, -1);
+            a = parts[0];
+            b = parts[1];
+          } else {
+            a = mx::slice(h, {0, 0}, {h.shape(0), half});
+            b = mx::slice(h, {0, half}, {h.shape(0), h.shape(1)});
+          }
+          x = mx::concatenate({b, a}, -1);
+        }
+        return std::vector<mx::array>{x};
+      };
+      if (cfg.eval_outside) {
+        mx::eval(weights);
+      }
+      std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn =
+          forward;
+      if (cfg.compile) {
+        fn = mx::compile(forward);
+      }
+      for (auto& x : inputs) {
+        auto out = fn({x})[0];
+        mx::eval(out);
+        d = d * 31 + digest(out);
+      }
+    }
+    mx::synchronize();
+    auto now = mx::get_active_memory();
+    long long retained = static_cast<long long>(now) - static_cast<long long>(base);
+    total += static_cast<double>(retained);
+    if (cycle == 0) {
+      first_digest = d;
+    }
+    std::printf("cycle %d retained_bytes %lld digest %016llx\n", cycle, retained,
+                static_cast<unsigned long long>(d));
+    std::fflush(stdout);
+  }
+  std::printf("summary cycles %d retained_mib_per_cycle %.2f digest %016llx\n",
+              cfg.cycles, total / cfg.cycles / (1024.0 * 1024.0),
+              static_cast<unsigned long long>(first_digest));
+  return 0;
+}

@@ -1,0 +1,72 @@
+//! The main job: the leak report's scenario on the pristine control and on
+//! the patched variant, through the Rust API and through a plain C++ program.
+
+use crate::{cargo, deps, options, target_dir, Result};
+use mlx_patched::{Env, Variant};
+use std::process::Command;
+
+/// The last line of a probe run: `summary cycles N retained_mib_per_cycle X digest D`.
+struct Summary {
+    mib_per_cycle: f64,
+    digest: String,
+}
+
+fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
+    println!("-- {label}");
+    let out = cmd.output().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in text.lines().filter(|l| l.starts_with("cycle ")) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let bytes: f64 = f.get(3).and_then(|b| b.parse().ok()).unwrap_or(f64::NAN);
+        println!("   cycle {:>2}: {:>6.2} MiB retained", f[1], bytes / (1024.0 * 1024.0));
+    }
+    if !out.status.success() {
+        return Err(format!("{label} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    let summary = text.lines().find(|l| l.starts_with("summary ")).ok_or_else(|| format!("{label} printed no summary"))?;
+    let f: Vec<&str> = summary.split_whitespace().collect();
+    Ok(Summary { mib_per_cycle: f[4].parse().map_err(|_| format!("bad summary: {summary}"))?, digest: f[6].to_string() })
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let cycles = match args {
+        [] => "10".to_string(),
+        [flag, n] if flag == "--cycles" && n.parse::<u32>().is_ok() => n.clone(),
+        _ => return Err("usage: cargo xtask demo [--cycles N]".into()),
+    };
+    deps::install()?;
+    let opts = options()?;
+    let variants = mlx_patched::build_all(&opts).map_err(|e| e.to_string())?;
+    let probes = target_dir()?.join("probes");
+    std::fs::create_dir_all(&probes).map_err(|e| e.to_string())?;
+    let src = crate::workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
+
+    println!(
+        "\nThe report's scenario: 24 blocks of 512x512 f32 weights (24.0 MiB), evaluated outside the\n\
+         compiled function, which splits each block's output; {cycles} build/run/drop cycles per run.\n"
+    );
+    let mut rows = Vec::new();
+    for mlx in &variants {
+        let exe = probes.join(format!("leak_scenario-{}", mlx.variant));
+        mlx_patched::compile_program(mlx, &src, &exe, &Env::process()).map_err(|e| e.to_string())?;
+        let cpp = run_probe(&format!("C++ API, {} ({})", mlx.variant, mlx.prefix.display()), Command::new(&exe).args(["--cycles", &cycles]))?;
+        let mut rust_cmd = cargo();
+        rust_cmd.args(["run", "--quiet", "--package", "mlx-probes", "--bin", "leak-scenario"]);
+        if mlx.variant == Variant::Pristine {
+            rust_cmd.args(["--features", "pristine"]);
+        }
+        rust_cmd.args(["--", "--cycles", &cycles]);
+        let rust = run_probe(&format!("Rust API, {}", mlx.variant), &mut rust_cmd)?;
+        rows.push((mlx.variant, cpp, rust));
+    }
+    println!("\n{:<10} {:>22} {:>22}   output digest", "variant", "C++ API retained", "Rust API retained");
+    for (variant, cpp, rust) in &rows {
+        println!("{:<10} {:>13.2} MiB/cycle {:>13.2} MiB/cycle   {}", variant.name(), cpp.mib_per_cycle, rust.mib_per_cycle, cpp.digest);
+    }
+    let same = rows.iter().all(|(_, c, r)| c.digest == rows[0].1.digest && r.digest == rows[0].1.digest);
+    println!("outputs bit-identical across variants and APIs: {}", if same { "yes" } else { "NO" });
+    if !same {
+        return Err("the variants computed different outputs".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! System packages: installed on Debian/Ubuntu (as root, or through sudo),
+//! otherwise named with the exact command to run.
+
+use crate::Result;
+use std::process::Command;
+
+/// Beyond what the build needs, the suite runs valgrind on the probes.
+const TEST_PACKAGES: &[&str] = &["valgrind"];
+
+fn is_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).output().is_ok_and(|o| o.status.success())
+}
+
+pub fn install() -> Result<()> {
+    let wanted: Vec<&str> = mlx_patched::DEBIAN_PACKAGES.iter().chain(TEST_PACKAGES).copied().collect();
+    if !have("apt-get") || !have("dpkg-query") {
+        if cfg!(target_os = "macos") {
+            return mlx_patched::check_system(mlx_patched::Backend::Metal).map_err(|e| e.to_string());
+        }
+        // Not Debian: the build's own check names what is missing.
+        mlx_patched::check_system(mlx_patched::Backend::Cpu).map_err(|e| e.to_string())?;
+        if !have("valgrind") {
+            return Err("the test suite needs valgrind; install it with your system's package manager".into());
+        }
+        return Ok(());
+    }
+    let missing: Vec<&str> = wanted.into_iter().filter(|p| !is_installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let sudo: &[&str] = if is_root {
+        &[]
+    } else if have("sudo") {
+        &["sudo"]
+    } else {
+        return Err(format!(
+            "missing system packages: {}. Install them as root with:\n    apt-get update && apt-get install -y {}",
+            missing.join(" "),
+            missing.join(" ")
+        ));
+    };
+    eprintln!("installing system packages: {}", missing.join(" "));
+    let apt = |args: &[&str]| -> Result<()> {
+        let mut cmd = Command::new(sudo.first().copied().unwrap_or("apt-get"));
+        if !sudo.is_empty() {
+            cmd.arg("apt-get");
+        }
+        let status = cmd
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map_err(|e| format!("cannot run apt-get: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("apt-get {} failed; run it yourself:\n    sudo apt-get update && sudo apt-get install -y {}", args.join(" "), missing.join(" ")))
+        }
+    };
+    apt(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    install.extend(&missing);
+    apt(&install)
+}

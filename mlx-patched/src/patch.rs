@@ -1,0 +1,68 @@
+//! The patch series: `patches/NNNN-topic.patch`, applied in file-name order.
+
+use crate::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The series directory of this repository.
+pub fn series_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../patches")
+}
+
+/// The patch files, sorted by name. A missing directory is an empty series.
+pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
+    let mut patches: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "patch"))
+        .collect();
+    patches.sort();
+    Ok(patches)
+}
+
+/// Applies each patch to `tree` (a plain directory, not a repository), checking
+/// it with `git apply --check` first. A patch that does not apply is an error
+/// naming the patch, the upstream tree and git's report of the rejected hunk.
+/// `only` limits the series to paths matching a pattern (e.g. `tests/*`).
+pub fn apply_series(tree: &Path, patches: &[PathBuf], upstream: &str, only: Option<&str>) -> Result<(), Error> {
+    for patch in patches {
+        let name = patch.file_name().unwrap().to_string_lossy();
+        let check = git_apply(tree, patch, true, only)?;
+        if !check.status.success() {
+            return Err(Error::new(format!(
+                "patch {name} does not apply to upstream {upstream}; nothing was built.\n\
+                 git apply --check reported:\n{}",
+                String::from_utf8_lossy(&check.stderr).trim_end()
+            )));
+        }
+        let apply = git_apply(tree, patch, false, only)?;
+        if !apply.status.success() {
+            return Err(Error::new(format!(
+                "patch {name} passed --check but failed to apply to upstream {upstream}:\n{}",
+                String::from_utf8_lossy(&apply.stderr).trim_end()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn git_apply(tree: &Path, patch: &Path, check: bool, only: Option<&str>) -> Result<std::process::Output, Error> {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(tree)
+        // The tree sits inside the workspace's own repository (under target/).
+        // Without a ceiling git would apply relative to that repository's root
+        // and silently skip every path outside the tree.
+        .env("GIT_CEILING_DIRECTORIES", tree.parent().unwrap_or(tree))
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .args(["apply", "--verbose", "--whitespace=nowarn"]);
+    if check {
+        cmd.arg("--check");
+    }
+    if let Some(pattern) = only {
+        cmd.arg(format!("--include={pattern}")).arg("--allow-empty");
+    }
+    cmd.arg(patch)
+        .output()
+        .map_err(|e| Error::new(format!("cannot run git apply: {e}")))
+}

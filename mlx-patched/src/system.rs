@@ -1,0 +1,128 @@
+//! System prerequisites of the MLX build, and the offline dependency folders
+//! that point MLX's FetchContent at Debian's packages.
+
+use crate::{Backend, Error};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Debian/Ubuntu packages the CPU build needs (`cargo xtask deps` installs them).
+pub const DEBIAN_PACKAGES: &[&str] = &[
+    "cmake",
+    "ninja-build",
+    "ccache",
+    "git",
+    "g++",
+    "libopenblas-dev",
+    "liblapacke-dev",
+    "nlohmann-json3-dev",
+    "doctest-dev",
+    "libfmt-dev",
+];
+
+struct Need {
+    what: &'static str,
+    debian: &'static str,
+    present: fn() -> bool,
+}
+
+fn has_cmd(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd).arg(arg).output().is_ok_and(|o| o.status.success())
+}
+
+fn cmake_is_new_enough() -> bool {
+    let Ok(out) = Command::new("cmake").arg("--version").output() else { return false };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text.split_whitespace().nth(2).unwrap_or("0");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (3, 25)
+}
+
+fn any_file(paths: &[&str]) -> bool {
+    paths.iter().any(|p| Path::new(p).exists())
+}
+
+const LINUX_NEEDS: &[Need] = &[
+    Need { what: "cmake >= 3.25", debian: "cmake", present: cmake_is_new_enough },
+    Need { what: "ninja", debian: "ninja-build", present: || has_cmd("ninja", "--version") },
+    Need { what: "git", debian: "git", present: || has_cmd("git", "--version") },
+    Need { what: "a C++20 compiler", debian: "g++", present: || has_cmd("c++", "--version") },
+    Need {
+        what: "BLAS (cblas.h)",
+        debian: "libopenblas-dev",
+        present: || any_file(&["/usr/include/cblas.h", "/usr/include/x86_64-linux-gnu/cblas.h", "/usr/include/aarch64-linux-gnu/cblas.h", "/usr/include/openblas/cblas.h"]),
+    },
+    Need { what: "LAPACKE (lapacke.h)", debian: "liblapacke-dev", present: || any_file(&["/usr/include/lapacke.h", "/usr/include/openblas/lapacke.h"]) },
+    Need { what: "nlohmann json", debian: "nlohmann-json3-dev", present: || any_file(&["/usr/include/nlohmann/json.hpp"]) },
+    Need { what: "doctest", debian: "doctest-dev", present: || any_file(&["/usr/include/doctest/doctest.h"]) && any_file(&["/usr/lib/cmake/doctest/doctest.cmake"]) },
+    Need { what: "fmt", debian: "libfmt-dev", present: || any_file(&["/usr/include/fmt/format.h"]) },
+];
+
+/// Checks what the build needs and names the exact install command for what is missing.
+pub fn check_system(backend: Backend) -> Result<(), Error> {
+    if backend == Backend::Metal {
+        let missing: Vec<&str> = [("cmake", cmake_is_new_enough()), ("ninja", has_cmd("ninja", "--version"))]
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(n, _)| n)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::new(format!(
+                "the MLX build needs {} (cmake >= 3.25). Install with:\n    brew install {}\nand the Xcode command line tools (xcode-select --install) for the Metal compiler.",
+                missing.join(" and "),
+                missing.join(" ")
+            )));
+        }
+        return Ok(());
+    }
+    let missing: Vec<&Need> = LINUX_NEEDS.iter().filter(|n| !(n.present)()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let what: Vec<&str> = missing.iter().map(|n| n.what).collect();
+    let pkgs: Vec<&str> = missing.iter().map(|n| n.debian).collect();
+    Err(Error::new(format!(
+        "the MLX build needs system packages that are missing: {}.\n\
+         On Debian/Ubuntu install them with:\n    sudo apt-get update && sudo apt-get install -y {}\n\
+         (or run `cargo xtask deps`, which installs everything the build and the tests need).",
+        what.join(", "),
+        pkgs.join(" ")
+    )))
+}
+
+/// `-DFETCHCONTENT_SOURCE_DIR_*` arguments that make MLX's FetchContent use
+/// Debian's json and doctest instead of downloading them.
+pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Error> {
+    if backend == Backend::Metal {
+        return Ok(Vec::new());
+    }
+    let deps = root.join("deps");
+    // MLX includes <json.hpp> from `single_include/nlohmann` of the json source.
+    let json = deps.join("json");
+    let nlohmann = json.join("single_include/nlohmann");
+    if fs::read_link(&nlohmann).ok().as_deref() != Some(Path::new("/usr/include/nlohmann")) {
+        fs::create_dir_all(json.join("single_include")).map_err(|e| Error::new(format!("cannot create {}: {e}", json.display())))?;
+        let _ = fs::remove_file(&nlohmann);
+        std::os::unix::fs::symlink("/usr/include/nlohmann", &nlohmann).map_err(|e| Error::new(format!("cannot link {}: {e}", nlohmann.display())))?;
+    }
+    // MLX's tests need a `doctest` target and `scripts/cmake/doctest.cmake`.
+    let doctest = deps.join("doctest");
+    write_if_changed(
+        &doctest.join("CMakeLists.txt"),
+        b"cmake_minimum_required(VERSION 3.16)\nproject(doctest_from_system LANGUAGES CXX)\nadd_library(doctest INTERFACE)\ntarget_include_directories(doctest INTERFACE /usr/include)\n",
+    )?;
+    for script in ["doctest.cmake", "doctestAddTests.cmake"] {
+        let from = PathBuf::from("/usr/lib/cmake/doctest").join(script);
+        let bytes = fs::read(&from).map_err(|e| Error::new(format!("cannot read {} (package doctest-dev): {e}", from.display())))?;
+        write_if_changed(&doctest.join("scripts/cmake").join(script), &bytes)?;
+    }
+    Ok(vec![format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display()), format!("-DFETCHCONTENT_SOURCE_DIR_DOCTEST={}", doctest.display())])
+}
+
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if fs::read(path).ok().as_deref() == Some(bytes) {
+        return Ok(());
+    }
+    fs::create_dir_all(path.parent().unwrap()).map_err(|e| Error::new(format!("cannot create {}: {e}", path.display())))?;
+    fs::write(path, bytes).map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
+}

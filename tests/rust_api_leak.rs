@@ -1,0 +1,48 @@
+//! The report's scenario through the Rust API, in process: a Rust closure
+//! capturing the weights is compiled, called, and dropped with them. Linked to
+//! pristine (`--features pristine`) the whole weight set must leak every cycle;
+//! linked to patched, nothing may be retained.
+
+use mlx_fork::{run_cpp_scenario, LINKED, MIB};
+use mlx_probes::{run, Config};
+
+fn retained(cfg: &Config) -> (Vec<i64>, u64) {
+    let cycles = run(cfg, |_, _| {}).expect("scenario runs");
+    (cycles.iter().map(|c| c.retained_bytes).collect(), cycles[0].digest)
+}
+
+#[test]
+fn the_linked_variant_is_the_one_the_suite_expects() {
+    assert_eq!(mlx_bridge::MLX_VARIANT, LINKED.name);
+}
+
+#[test]
+fn report_scenario_through_the_rust_api() {
+    let (bytes, _) = retained(&Config { cycles: 3, ..Config::default() });
+    match LINKED.name {
+        "pristine" => assert!(bytes.iter().all(|b| (24 * MIB..25 * MIB).contains(b)), "pristine must leak the 24 MiB weight set every cycle: {bytes:?}"),
+        _ => assert_eq!(bytes, vec![0, 0, 0], "patched must retain nothing"),
+    }
+}
+
+#[test]
+fn ablations_do_not_leak_and_compute_the_same_bits() {
+    let (_, reference) = retained(&Config { cycles: 1, ..Config::default() });
+    let ablations = [
+        ("two slices", Config { split: false, ..Config::default() }),
+        ("weights not evaluated outside", Config { eval_outside: false, ..Config::default() }),
+        ("not compiled", Config { compile: false, ..Config::default() }),
+    ];
+    for (name, cfg) in ablations {
+        let (bytes, digest) = retained(&Config { cycles: 2, ..cfg });
+        assert_eq!(bytes, vec![0, 0], "{name} must not leak on {}", LINKED.name);
+        assert_eq!(digest, reference, "{name}: same output bits as split + compile");
+    }
+}
+
+#[test]
+fn rust_api_and_cpp_api_compute_the_same_bits() {
+    let (_, digest) = retained(&Config { cycles: 1, ..Config::default() });
+    let cpp = run_cpp_scenario(&LINKED, &["--cycles", "1"]);
+    assert_eq!(format!("{digest:016x}"), cpp.digest);
+}

@@ -22,10 +22,16 @@ fn report_scenario_leaks_on_pristine_and_not_on_patched() {
 fn each_ingredient_is_needed_for_the_leak() {
     let reference = run_cpp_scenario(&PATCHED, &["--cycles", "1"]).digest;
     for ablation in ["--slices", "--no-eval-outside", "--no-compile"] {
-        for variant in [&PRISTINE, &PATCHED] {
+        let runs = [&PRISTINE, &PATCHED].map(|variant| {
             let run = run_cpp_scenario(variant, &["--cycles", "2", ablation]);
             assert_eq!(run.retained, vec![0, 0], "{} {ablation} must not leak", variant.name);
-            assert_eq!(run.digest, reference, "{} {ablation}: same numbers as the split, compiled form", variant.name);
+            run.digest
+        });
+        assert_eq!(runs[0], runs[1], "{ablation}: pristine and patched bit-identical");
+        // Unevaluated weights are sampled inside the compiled graph, where
+        // compile fuses the sampling: other weight bits, so other outputs.
+        if ablation != "--no-eval-outside" {
+            assert_eq!(runs[0], reference, "{ablation}: same bits as the split, compiled form");
         }
     }
 }

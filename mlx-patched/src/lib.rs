@@ -19,7 +19,7 @@ mod source;
 mod system;
 
 pub use env::{Env, VARIABLES};
-pub use source::{tree_id, Origin, Upstream};
+pub use source::{from_override, tree_id, verify_pinned, Origin, Upstream};
 pub use system::{check_system, DEBIAN_PACKAGES};
 
 use sha2::{Digest, Sha256};
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Bumped whenever the build logic below changes what ends up in a prefix.
-const BUILD_LOGIC_VERSION: u32 = 1;
+const BUILD_LOGIC_VERSION: u32 = 2;
 
 /// What of the series the pristine control takes: MLX's tests, never its library.
 pub const PRISTINE_PATHS: &str = "tests/*";
@@ -291,9 +291,22 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
             )));
         }
     }
+    link_cmake_package(&prefix)?;
     let names: Vec<String> = patches.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     fs::write(&stamp, format!("{key}\nupstream {}\npatches {}\n", describe(upstream), names.join(" "))).map_err(io("cannot write the stamp"))?;
     Ok(Artifacts { cached: false, ..artifacts })
+}
+
+/// MLX installs its CMake package to `share/cmake/MLX`; `lib/cmake/MLX` links
+/// to it so the prefix has the layout tools expect either way. The package
+/// locates the prefix relative to its own path, which has the same depth.
+fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
+    let link = prefix.join("lib/cmake/MLX");
+    if prefix.join("share/cmake/MLX").is_dir() && fs::symlink_metadata(&link).is_err() {
+        fs::create_dir_all(prefix.join("lib/cmake")).map_err(io("cannot create lib/cmake"))?;
+        std::os::unix::fs::symlink("../../share/cmake/MLX", &link).map_err(io("cannot link lib/cmake/MLX"))?;
+    }
+    Ok(())
 }
 
 /// CMake arguments for this host; part of the cache key.

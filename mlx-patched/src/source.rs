@@ -24,26 +24,35 @@ pub struct Upstream {
 /// whose tree id must equal the pin.
 pub fn locate(env: &Env, workspace_manifest: &Path) -> Result<Upstream, Error> {
     if let Some(dir) = env.var_os("MLX_SOURCE_DIR") {
-        let dir = PathBuf::from(dir);
-        if !dir.join("mlx/array.h").is_file() || !dir.join("CMakeLists.txt").is_file() {
-            return Err(Error::new(format!(
-                "MLX_SOURCE_DIR={} is not an MLX source tree (expected CMakeLists.txt and mlx/array.h in it)",
-                dir.display()
-            )));
-        }
-        let tree_id = tree_id(&dir)?;
-        return Ok(Upstream { dir, tree_id, origin: Origin::Override });
+        return from_override(PathBuf::from(dir));
     }
-    let dir = carrier_dir(env, workspace_manifest)?;
+    verify_pinned(carrier_dir(env, workspace_manifest)?, pin::UPSTREAM_TREE_ID)
+}
+
+/// An upstream checkout named by `MLX_SOURCE_DIR`: any tree id is accepted
+/// (and reported), but it must be an MLX source tree.
+pub fn from_override(dir: PathBuf) -> Result<Upstream, Error> {
+    if !dir.join("mlx/array.h").is_file() || !dir.join("CMakeLists.txt").is_file() {
+        return Err(Error::new(format!(
+            "MLX_SOURCE_DIR={} is not an MLX source tree (expected CMakeLists.txt and mlx/array.h in it)",
+            dir.display()
+        )));
+    }
     let tree_id = tree_id(&dir)?;
-    if tree_id != pin::UPSTREAM_TREE_ID {
+    Ok(Upstream { dir, tree_id, origin: Origin::Override })
+}
+
+/// The carrier's tree, accepted only if it hashes to the pinned tree id.
+pub fn verify_pinned(dir: PathBuf, expected: &str) -> Result<Upstream, Error> {
+    let tree_id = tree_id(&dir)?;
+    if tree_id != expected {
         return Err(Error::new(format!(
             "refusing the upstream tree in {}: its git tree id is {tree_id}, but the pin (MLX v{}) says {}. \
              The carrier {} {} does not hold the pinned tree; fix the pin in mlx-patched/src/pin.rs \
              or point MLX_SOURCE_DIR at an upstream checkout.",
             dir.display(),
             pin::UPSTREAM_VERSION,
-            pin::UPSTREAM_TREE_ID,
+            expected,
             pin::CARRIER_CRATE,
             pin::CARRIER_VERSION
         )));

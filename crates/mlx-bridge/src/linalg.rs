@@ -9,19 +9,19 @@ use crate::{Array, Error, Result};
 
 /// QR decomposition `a = q @ r`.
 pub fn qr(a: &Array) -> Result<(Array, Array)> {
-    let [q, r] = from_list_n("linalg::qr", &raw::linalg_qr(a.as_raw())?)?;
+    let [q, r] = from_list_n("linalg::qr", &*raw::linalg_qr(a.as_raw())?)?;
     Ok((q, r))
 }
 
 /// Full SVD `a = u @ diag(s) @ vt`: `(u, s, vt)`.
 pub fn svd(a: &Array) -> Result<(Array, Array, Array)> {
-    let [u, s, vt] = from_list_n("linalg::svd", &raw::linalg_svd(a.as_raw(), true)?)?;
+    let [u, s, vt] = from_list_n("linalg::svd", &*raw::linalg_svd(a.as_raw(), true)?)?;
     Ok((u, s, vt))
 }
 
 /// Singular values only (`compute_uv = false`).
 pub fn svd_values(a: &Array) -> Result<Array> {
-    let mut v = from_list(&raw::linalg_svd(a.as_raw(), false)?)?;
+    let mut v = from_list(&*raw::linalg_svd(a.as_raw(), false)?)?;
     match v.len() {
         1 => Ok(v.remove(0)),
         n => Err(Error::new(format!("[linalg::svd] MLX returned {n} arrays, expected 1"))),
@@ -31,27 +31,27 @@ pub fn svd_values(a: &Array) -> Result<Array> {
 /// Eigen-decomposition of a symmetric/Hermitian matrix using the `"L"` or
 /// `"U"` triangle: `(eigenvalues ascending, eigenvectors as columns)`.
 pub fn eigh(a: &Array, uplo: &str) -> Result<(Array, Array)> {
-    let [w, v] = from_list_n("linalg::eigh", &raw::linalg_eigh(a.as_raw(), uplo)?)?;
+    let [w, v] = from_list_n("linalg::eigh", &*raw::linalg_eigh(a.as_raw(), uplo)?)?;
     Ok((w, v))
 }
 
 /// General eigen-decomposition; both outputs are `complex64` (use
 /// [`crate::real`] / [`crate::imag`] or [`Array::to_vec_complex64`]).
 pub fn eig(a: &Array) -> Result<(Array, Array)> {
-    let [w, v] = from_list_n("linalg::eig", &raw::linalg_eig(a.as_raw())?)?;
+    let [w, v] = from_list_n("linalg::eig", &*raw::linalg_eig(a.as_raw())?)?;
     Ok((w, v))
 }
 
 /// LU decomposition `(p, l, u)`. As in MLX, `p` holds row indices (`u32`),
 /// not a permutation matrix: `a = l[p, :] @ u` for 2-D inputs.
 pub fn lu(a: &Array) -> Result<(Array, Array, Array)> {
-    let [p, l, u] = from_list_n("linalg::lu", &raw::linalg_lu(a.as_raw())?)?;
+    let [p, l, u] = from_list_n("linalg::lu", &*raw::linalg_lu(a.as_raw())?)?;
     Ok((p, l, u))
 }
 
 /// Packed LU factorization (LAPACK style): `(lu, pivots)`, pivots `u32`.
 pub fn lu_factor(a: &Array) -> Result<(Array, Array)> {
-    let [lu, pivots] = from_list_n("linalg::lu_factor", &raw::linalg_lu_factor(a.as_raw())?)?;
+    let [lu, pivots] = from_list_n("linalg::lu_factor", &*raw::linalg_lu_factor(a.as_raw())?)?;
     Ok((lu, pivots))
 }
 

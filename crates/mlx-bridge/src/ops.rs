@@ -129,12 +129,12 @@ pub fn slice(a: &Array, start: &[i32], stop: &[i32], strides: &[i32]) -> Result<
 /// Splits into `num_splits` equal parts along `axis` (MLX errors if the
 /// axis length is not divisible). The parts are siblings of one node.
 pub fn split(a: &Array, num_splits: i32, axis: i32) -> Result<Vec<Array>> {
-    from_list(&raw::split(a.as_raw(), num_splits, axis)?)
+    from_list(&*raw::split(a.as_raw(), num_splits, axis)?)
 }
 
 /// Splits before each of `indices` along `axis` (`indices.len() + 1` parts).
 pub fn split_at(a: &Array, indices: &[i32], axis: i32) -> Result<Vec<Array>> {
-    from_list(&raw::split_at(a.as_raw(), indices, axis)?)
+    from_list(&*raw::split_at(a.as_raw(), indices, axis)?)
 }
 
 pub fn concatenate(arrays: &[Array], axis: i32) -> Result<Array> {
@@ -158,14 +158,14 @@ pub fn mean_axis(a: &Array, axes: &[i32], keepdims: bool) -> Result<Array> {
 
 /// Elementwise floor quotient and remainder `(a // b, a % b)`, two siblings.
 pub fn divmod(a: &Array, b: &Array) -> Result<(Array, Array)> {
-    let [q, r] = from_list_n("divmod", &raw::divmod(a.as_raw(), b.as_raw())?)?;
+    let [q, r] = from_list_n("divmod", &*raw::divmod(a.as_raw(), b.as_raw())?)?;
     Ok((q, r))
 }
 
 /// Affine quantization of `w` along its last axis: `(wq, scales, biases)`;
 /// `wq` is `u32` with `32 / bits` values packed per element.
 pub fn quantize(w: &Array, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
-    let [wq, scales, biases] = from_list_n("quantize", &raw::quantize(w.as_raw(), group_size, bits)?)?;
+    let [wq, scales, biases] = from_list_n("quantize", &*raw::quantize(w.as_raw(), group_size, bits)?)?;
     Ok((wq, scales, biases))
 }
 
@@ -177,5 +177,5 @@ pub fn dequantize(wq: &Array, scales: &Array, biases: &Array, group_size: i32, b
 /// Returns `inputs` unchanged, but evaluating any result also evaluates
 /// `deps` first.
 pub fn depends(inputs: &[Array], deps: &[Array]) -> Result<Vec<Array>> {
-    from_list(&raw::depends(&to_list(inputs), &to_list(deps))?)
+    from_list(&*raw::depends(&to_list(inputs), &to_list(deps))?)
 }

@@ -13,7 +13,7 @@ pub fn key(seed: u64) -> Array {
 
 /// Two new independent keys from `key`.
 pub fn split(key: &Array) -> Result<(Array, Array)> {
-    let [a, b] = from_list_n("random::split", &raw::random_split(key.as_raw())?)?;
+    let [a, b] = from_list_n("random::split", &*raw::random_split(key.as_raw())?)?;
     Ok((a, b))
 }
 

@@ -30,7 +30,7 @@ where
 }
 
 fn call(f: &raw::Function, inputs: &[Array]) -> Result<Vec<Array>> {
-    from_list(&raw::function_call(f, &to_list(inputs))?)
+    from_list(&*raw::function_call(f, &to_list(inputs))?)
 }
 
 /// A compiled closure. Calls with new input shapes/dtypes trace the closure
@@ -145,7 +145,7 @@ pub fn vjp<F>(f: F, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Arra
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
 {
-    let all = from_list(&raw::vjp(&function(f), &to_list(primals), &to_list(cotangents))?)?;
+    let all = from_list(&*raw::vjp(&function(f), &to_list(primals), &to_list(cotangents))?)?;
     let n_outputs = all.len().saturating_sub(primals.len());
     split_off(all, n_outputs, "vjp")
 }
@@ -156,7 +156,7 @@ pub fn jvp<F>(f: F, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
 {
-    let all = from_list(&raw::jvp(&function(f), &to_list(primals), &to_list(tangents))?)?;
+    let all = from_list(&*raw::jvp(&function(f), &to_list(primals), &to_list(tangents))?)?;
     let n_outputs = all.len() / 2;
     split_off(all, n_outputs, "jvp")
 }

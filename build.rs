@@ -5,7 +5,7 @@
 use mlx_patched::{Env, Error, Options};
 use std::path::{Path, PathBuf};
 
-const CPP_PROBES: &[&str] = &["leak_scenario"];
+const CPP_PROBES: &[&str] = &["leak_scenario", "held_output"];
 
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
@@ -14,13 +14,13 @@ fn main() -> Result<(), Error> {
     println!("cargo:rerun-if-changed={}", opts.patches_dir.display());
 
     for mlx in mlx_patched::build_all(&opts)? {
-        let upper = mlx.variant.name().to_uppercase();
+        let upper = mlx.name.to_uppercase();
         println!("cargo:rustc-env=MLX_FORK_{upper}_PREFIX={}", mlx.prefix.display());
         println!("cargo:rustc-env=MLX_FORK_{upper}_MLX_TESTS={}", mlx.mlx_tests.display());
         for probe in CPP_PROBES {
             let src = Path::new("crates/probes/cpp").join(format!("{probe}.cpp"));
             println!("cargo:rerun-if-changed={}", src.display());
-            let exe = out_dir.join(format!("{probe}-{}", mlx.variant));
+            let exe = out_dir.join(format!("{probe}-{}", mlx.name));
             mlx_patched::compile_program(&mlx, &src, &exe, &env)?;
             println!("cargo:rustc-env=MLX_FORK_{upper}_{}={}", probe.to_uppercase(), exe.display());
         }

@@ -16,6 +16,8 @@ pub struct Variant {
     pub mlx_tests: &'static str,
     /// `crates/probes/cpp/leak_scenario.cpp` linked against this prefix.
     pub leak_scenario: &'static str,
+    /// `crates/probes/cpp/held_output.cpp` linked against this prefix.
+    pub held_output: &'static str,
 }
 
 pub const PRISTINE: Variant = Variant {
@@ -23,6 +25,7 @@ pub const PRISTINE: Variant = Variant {
     prefix: env!("MLX_FORK_PRISTINE_PREFIX"),
     mlx_tests: env!("MLX_FORK_PRISTINE_MLX_TESTS"),
     leak_scenario: env!("MLX_FORK_PRISTINE_LEAK_SCENARIO"),
+    held_output: env!("MLX_FORK_PRISTINE_HELD_OUTPUT"),
 };
 
 pub const PATCHED: Variant = Variant {
@@ -30,6 +33,7 @@ pub const PATCHED: Variant = Variant {
     prefix: env!("MLX_FORK_PATCHED_PREFIX"),
     mlx_tests: env!("MLX_FORK_PATCHED_MLX_TESTS"),
     leak_scenario: env!("MLX_FORK_PATCHED_LEAK_SCENARIO"),
+    held_output: env!("MLX_FORK_PATCHED_HELD_OUTPUT"),
 };
 
 /// The variant this build's Rust API links against (`--features pristine`).

@@ -91,7 +91,8 @@ impl Backend {
 /// What a finished variant provides.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
-    pub variant: Variant,
+    /// `patched`, `pristine`, or `experiment-<name>` (see [`build_experiment`]).
+    pub name: String,
     pub backend: Backend,
     /// Install prefix with `include/`, `lib/` and `lib/cmake/MLX`.
     pub prefix: PathBuf,
@@ -104,8 +105,8 @@ pub struct Artifacts {
     /// Git tree id of the upstream tree, before any patch.
     pub upstream_tree_id: String,
     pub origin: Origin,
-    /// Patch files applied (to `pristine` only their `tests/` part).
-    pub patches: Vec<PathBuf>,
+    /// Patch files applied, with the paths each was limited to.
+    pub patches: Vec<(PathBuf, Option<&'static str>)>,
     /// True when the stamp matched and nothing was rebuilt.
     pub cached: bool,
 }
@@ -181,13 +182,49 @@ pub fn upstream(env: &Env) -> Result<Upstream, Error> {
 
 /// Builds (or finds up to date) one variant.
 pub fn build(variant: Variant, opts: &Options) -> Result<Artifacts, Error> {
-    build_from(variant, &upstream(&opts.env)?, opts)
+    build_recipe(&recipe(variant, opts)?, &upstream(&opts.env)?, opts)
 }
 
 /// Builds both variants from one look-up of the upstream tree, pristine first.
 pub fn build_all(opts: &Options) -> Result<[Artifacts; 2], Error> {
     let upstream = upstream(&opts.env)?;
-    Ok([build_from(Variant::Pristine, &upstream, opts)?, build_from(Variant::Patched, &upstream, opts)?])
+    Ok([
+        build_recipe(&recipe(Variant::Pristine, opts)?, &upstream, opts)?,
+        build_recipe(&recipe(Variant::Patched, opts)?, &upstream, opts)?,
+    ])
+}
+
+/// Builds upstream with candidate `patches` (a fix under evaluation, say)
+/// plus the series' `tests/` changes, so MLX's suite runs the series' tests
+/// against the candidate. Lives beside the variants as `experiment-<name>`.
+pub fn build_experiment(name: &str, patches: &[PathBuf], opts: &Options) -> Result<Artifacts, Error> {
+    let mut stages: Vec<(PathBuf, Option<&'static str>)> = patches.iter().map(|p| (p.clone(), None)).collect();
+    stages.extend(patch::series(&opts.patches_dir)?.into_iter().map(|p| (p, Some(PRISTINE_PATHS))));
+    build_recipe(&Recipe { name: format!("experiment-{name}"), patches: stages }, &upstream(&opts.env)?, opts)
+}
+
+/// What a build is made of: a name (its directory) and the patches applied
+/// to the upstream tree, in order, each limited to some paths or not.
+struct Recipe {
+    name: String,
+    patches: Vec<(PathBuf, Option<&'static str>)>,
+}
+
+fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
+    let series = patch::series(&opts.patches_dir)?;
+    if variant == Variant::Patched && series.is_empty() {
+        let msg = "patches/ holds no patch: the patched and pristine MLX variants are the same tree";
+        if opts.env.is_build_script() {
+            println!("cargo:warning={msg}");
+        } else {
+            eprintln!("{msg}");
+        }
+    }
+    let only = match variant {
+        Variant::Patched => None,
+        Variant::Pristine => Some(PRISTINE_PATHS),
+    };
+    Ok(Recipe { name: variant.name().to_string(), patches: series.into_iter().map(|p| (p, only)).collect() })
 }
 
 /// A short description of the upstream tree for messages.
@@ -201,27 +238,19 @@ pub fn describe(upstream: &Upstream) -> String {
     }
 }
 
-fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
-    let dir = opts.root.join(variant.name());
+fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
+    let name = &recipe.name;
+    let dir = opts.root.join(name);
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let src = dir.join("src");
     let build = dir.join("build");
     let prefix = dir.join("prefix");
-
-    let patches = patch::series(&opts.patches_dir)?;
-    let only = match variant {
-        Variant::Patched => None,
-        Variant::Pristine => Some(PRISTINE_PATHS),
-    };
-    if variant == Variant::Patched && patches.is_empty() && opts.env.is_build_script() {
-        println!("cargo:warning=patches/ holds no patch: the patched and pristine MLX variants are the same tree");
-    }
     let args = cmake_args(opts, &prefix)?;
 
     let mut key = Sha256::new();
-    key.update(format!("logic {BUILD_LOGIC_VERSION}\ntree {}\nonly {only:?}\n", upstream.tree_id));
-    for p in &patches {
-        key.update(format!("patch {}\n", p.file_name().unwrap().to_string_lossy()));
+    key.update(format!("logic {BUILD_LOGIC_VERSION}\ntree {}\n", upstream.tree_id));
+    for (p, only) in &recipe.patches {
+        key.update(format!("patch {} only {only:?}\n", p.file_name().unwrap().to_string_lossy()));
         key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
     }
     for a in &args {
@@ -235,7 +264,7 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
     lock.lock().map_err(io("cannot lock the variant directory"))?;
 
     let artifacts = Artifacts {
-        variant,
+        name: name.clone(),
         backend: opts.backend,
         include_dir: prefix.join("include"),
         lib_dir: prefix.join("lib"),
@@ -244,7 +273,7 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
         source_dir: src.clone(),
         upstream_tree_id: upstream.tree_id.clone(),
         origin: upstream.origin.clone(),
-        patches: patches.clone(),
+        patches: recipe.patches.clone(),
         cached: true,
     };
     let stamp = dir.join("stamp");
@@ -255,12 +284,12 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
 
     check_system(opts.backend)?;
     if opts.env.is_build_script() {
-        println!("cargo:warning=building MLX {variant} from {} (several minutes on first build; log in {})", describe(upstream), dir.join("build.log").display());
+        println!("cargo:warning=building MLX {name} from {} (several minutes on first build; log in {})", describe(upstream), dir.join("build.log").display());
     } else {
-        eprintln!("building MLX {variant} from {} (log in {})", describe(upstream), dir.join("build.log").display());
+        eprintln!("building MLX {name} from {} (log in {})", describe(upstream), dir.join("build.log").display());
     }
 
-    materialize(&upstream.dir, &src, &dir.join("src.next"), &patches, only, &describe(upstream))?;
+    materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream))?;
     let deps = system::offline_dep_dirs(&opts.root, opts.backend)?;
     let log_path = dir.join("build.log");
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
@@ -284,7 +313,7 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
             let tail: Vec<&str> = text.lines().rev().take(40).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(Error::new(format!(
-                "MLX {variant} {step} step failed ({}); full log: {}\n{}",
+                "MLX {name} {step} step failed ({}); full log: {}\n{}",
                 describe(upstream),
                 log_path.display(),
                 tail.join("\n")
@@ -292,7 +321,7 @@ fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<A
         }
     }
     link_cmake_package(&prefix)?;
-    let names: Vec<String> = patches.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = recipe.patches.iter().map(|(p, only)| format!("{}{}", p.file_name().unwrap().to_string_lossy(), only.map(|o| format!("[{o}]")).unwrap_or_default())).collect();
     fs::write(&stamp, format!("{key}\nupstream {}\npatches {}\n", describe(upstream), names.join(" "))).map_err(io("cannot write the stamp"))?;
     Ok(Artifacts { cached: false, ..artifacts })
 }
@@ -345,10 +374,12 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
 /// change, so that an incremental ninja build recompiles exactly what a patch
 /// touched. The new tree is staged in `staging` first: a patch that does not
 /// apply leaves `src` as it was.
-fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[PathBuf], only: Option<&str>, what: &str) -> Result<(), Error> {
+fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf, Option<&str>)], what: &str) -> Result<(), Error> {
     let _ = fs::remove_dir_all(staging);
     copy_tree(upstream, staging)?;
-    patch::apply_series(staging, patches, what, only)?;
+    for (p, only) in patches {
+        patch::apply_series(staging, std::slice::from_ref(p), what, *only)?;
+    }
     sync_tree(staging, src)?;
     let _ = fs::remove_dir_all(staging);
     Ok(())
@@ -437,7 +468,7 @@ pub fn compile_program(mlx: &Artifacts, src: &Path, exe: &Path, env: &Env) -> Re
         return Err(Error::new(format!(
             "compiling {} against the {} prefix {} failed:\n{}",
             src.display(),
-            mlx.variant,
+            mlx.name,
             mlx.prefix.display(),
             String::from_utf8_lossy(&out.stderr)
         )));

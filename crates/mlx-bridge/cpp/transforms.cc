@@ -41,8 +41,9 @@ std::unique_ptr<Function> compile(const Function& f, bool shapeless) {
       return compiled(inputs);
     } catch (...) {
       // MLX marks a cache entry filled *before* tracing; if the trace throws,
-      // the entry stays behind empty and the next call with the same shapes
-      // would silently return no outputs. Drop it so the next call retraces.
+      // an empty entry (no inputs, no tape) stays behind: dead weight, and
+      // for a function without inputs every later call would match it and
+      // silently return no outputs. Drop it so the next call retraces.
       mx::detail::compile_erase(id);
       throw;
     }

@@ -156,7 +156,10 @@ pub fn mean_axis(a: &Array, axes: &[i32], keepdims: bool) -> Result<Array> {
     wrap(raw::mean_axes(a.as_raw(), axes, keepdims))
 }
 
-/// Elementwise floor quotient and remainder `(a // b, a % b)`, two siblings.
+/// Elementwise quotient and remainder `(q, r)` with `q * b + r == a`, two
+/// siblings of one node. Careful: MLX's CPU kernel truncates toward zero
+/// (C semantics, `r` has the sign of `a`) while its Metal kernel floors
+/// (Python semantics, like `floor_divide`/`remainder`).
 pub fn divmod(a: &Array, b: &Array) -> Result<(Array, Array)> {
     let [q, r] = from_list_n("divmod", &*raw::divmod(a.as_raw(), b.as_raw())?)?;
     Ok((q, r))

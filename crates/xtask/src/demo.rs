@@ -2,16 +2,16 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use crate::{cargo, deps, options, target_dir, Result};
-use mlx_patched::{Env, Variant};
+use mlx_patched::Env;
 use std::process::Command;
 
 /// The last line of a probe run: `summary cycles N retained_mib_per_cycle X digest D`.
-struct Summary {
-    mib_per_cycle: f64,
-    digest: String,
+pub struct Summary {
+    pub mib_per_cycle: f64,
+    pub digest: String,
 }
 
-fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
+pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     println!("-- {label}");
     let out = cmd.output().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -28,6 +28,16 @@ fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     Ok(Summary { mib_per_cycle: f[4].parse().map_err(|_| format!("bad summary: {summary}"))?, digest: f[6].to_string() })
 }
 
+/// A C++ probe of `crates/probes/cpp/` linked against a build's prefix.
+pub fn cpp_probe(mlx: &mlx_patched::Artifacts, probe: &str) -> Result<std::path::PathBuf> {
+    let dir = target_dir()?.join("probes");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let exe = dir.join(format!("{probe}-{}", mlx.name));
+    let src = crate::workspace_root().join(format!("crates/probes/cpp/{probe}.cpp"));
+    mlx_patched::compile_program(mlx, &src, &exe, &Env::process()).map_err(|e| e.to_string())?;
+    Ok(exe)
+}
+
 pub fn run(args: &[String]) -> Result<()> {
     let cycles = match args {
         [] => "10".to_string(),
@@ -37,9 +47,6 @@ pub fn run(args: &[String]) -> Result<()> {
     deps::install()?;
     let opts = options()?;
     let variants = mlx_patched::build_all(&opts).map_err(|e| e.to_string())?;
-    let probes = target_dir()?.join("probes");
-    std::fs::create_dir_all(&probes).map_err(|e| e.to_string())?;
-    let src = crate::workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
 
     println!(
         "\nThe report's scenario: 24 blocks of 512x512 f32 weights (24.0 MiB), evaluated outside the\n\
@@ -47,21 +54,20 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     let mut rows = Vec::new();
     for mlx in &variants {
-        let exe = probes.join(format!("leak_scenario-{}", mlx.variant));
-        mlx_patched::compile_program(mlx, &src, &exe, &Env::process()).map_err(|e| e.to_string())?;
-        let cpp = run_probe(&format!("C++ API, {} ({})", mlx.variant, mlx.prefix.display()), Command::new(&exe).args(["--cycles", &cycles]))?;
+        let exe = cpp_probe(mlx, "leak_scenario")?;
+        let cpp = run_probe(&format!("C++ API, {} ({})", mlx.name, mlx.prefix.display()), Command::new(&exe).args(["--cycles", &cycles]))?;
         let mut rust_cmd = cargo();
         rust_cmd.args(["run", "--quiet", "--package", "mlx-probes", "--bin", "leak-scenario"]);
-        if mlx.variant == Variant::Pristine {
+        if mlx.name == "pristine" {
             rust_cmd.args(["--features", "pristine"]);
         }
         rust_cmd.args(["--", "--cycles", &cycles]);
-        let rust = run_probe(&format!("Rust API, {}", mlx.variant), &mut rust_cmd)?;
-        rows.push((mlx.variant, cpp, rust));
+        let rust = run_probe(&format!("Rust API, {}", mlx.name), &mut rust_cmd)?;
+        rows.push((mlx.name.clone(), cpp, rust));
     }
     println!("\n{:<10} {:>22} {:>22}   output digest", "variant", "C++ API retained", "Rust API retained");
     for (variant, cpp, rust) in &rows {
-        println!("{:<10} {:>13.2} MiB/cycle {:>13.2} MiB/cycle   {}", variant.name(), cpp.mib_per_cycle, rust.mib_per_cycle, cpp.digest);
+        println!("{:<10} {:>13.2} MiB/cycle {:>13.2} MiB/cycle   {}", variant, cpp.mib_per_cycle, rust.mib_per_cycle, cpp.digest);
     }
     let same = rows.iter().all(|(_, c, r)| c.digest == rows[0].1.digest && r.digest == rows[0].1.digest);
     println!("outputs bit-identical across variants and APIs: {}", if same { "yes" } else { "NO" });

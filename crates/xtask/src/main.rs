@@ -1,5 +1,6 @@
 //! Developer workflows for the fork: `cargo xtask <command>` (see HELP).
 
+mod candidate;
 mod demo;
 mod deps;
 mod upstream;
@@ -22,6 +23,8 @@ usage: cargo xtask <command>
                               upstream tree and leave that branch in DIR for review/sending
   rebase <carrier-version>    dry run: does the series apply to the upstream tree carried by
                               that version of the carrier crate? (prints its tree id)
+  try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
+                              the leak scenario, the held-output check and MLX's suite on it
 ";
 
 type Result<T> = std::result::Result<T, String>;
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
         Some("mlx-tests") => mlx_tests(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => upstream::rebase(rest),
+        Some("try") => candidate::run(rest),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");
             Ok(())
@@ -118,7 +122,9 @@ fn test() -> Result<()> {
     for t in PRISTINE_PASS {
         control.args(["--test", t]);
     }
-    run(&mut control)
+    run(&mut control)?;
+    // The series must stay ready for upstream: `git am` onto a clean tree.
+    upstream::upstream_pr(&[])
 }
 
 /// Test targets whose expectations depend on the variant the Rust API links.

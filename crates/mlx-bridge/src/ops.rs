@@ -137,7 +137,12 @@ pub fn split_at(a: &Array, indices: &[i32], axis: i32) -> Result<Vec<Array>> {
     from_list(&*raw::split_at(a.as_raw(), indices, axis)?)
 }
 
-pub fn concatenate(arrays: &[Array], axis: i32) -> Result<Array> {
+/// Joins arrays along `axis`. `arrays`: `&[Array]`, `[&a, &b]`, ...
+pub fn concatenate<I>(arrays: I, axis: i32) -> Result<Array>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Array>,
+{
     wrap(raw::concatenate(&to_list(arrays), axis))
 }
 
@@ -179,6 +184,12 @@ pub fn dequantize(wq: &Array, scales: &Array, biases: &Array, group_size: i32, b
 
 /// Returns `inputs` unchanged, but evaluating any result also evaluates
 /// `deps` first.
-pub fn depends(inputs: &[Array], deps: &[Array]) -> Result<Vec<Array>> {
+pub fn depends<I, D>(inputs: I, deps: D) -> Result<Vec<Array>>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Array>,
+    D: IntoIterator,
+    D::Item: AsRef<Array>,
+{
     from_list(&*raw::depends(&to_list(inputs), &to_list(deps))?)
 }

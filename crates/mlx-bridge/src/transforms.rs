@@ -29,7 +29,11 @@ where
     raw::function_from_rust(rust_fn(f))
 }
 
-fn call(f: &raw::Function, inputs: &[Array]) -> Result<Vec<Array>> {
+fn call<I>(f: &raw::Function, inputs: I) -> Result<Vec<Array>>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Array>,
+{
     from_list(&*raw::function_call(f, &to_list(inputs))?)
 }
 
@@ -46,7 +50,12 @@ pub struct CompiledFn {
 }
 
 impl CompiledFn {
-    pub fn call(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+    /// Runs the function. `inputs`: `&[Array]`, `[&a, &b]`, `Vec<Array>`, ...
+    pub fn call<I>(&self, inputs: I) -> Result<Vec<Array>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<Array>,
+    {
         call(&self.func, inputs)
     }
 }
@@ -94,7 +103,12 @@ pub struct TransformedFn {
 }
 
 impl TransformedFn {
-    pub fn call(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+    /// Runs the function. `inputs`: `&[Array]`, `[&a, &b]`, `Vec<Array>`, ...
+    pub fn call<I>(&self, inputs: I) -> Result<Vec<Array>>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<Array>,
+    {
         call(&self.func, inputs)
     }
 }
@@ -141,20 +155,30 @@ fn split_off(mut all: Vec<Array>, n: usize, what: &str) -> Result<(Vec<Array>, V
 
 /// Outputs of `f(primals)` and the vector-Jacobian products of
 /// `cotangents` (one per output) with respect to each primal.
-pub fn vjp<F>(f: F, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+pub fn vjp<F, P, C>(f: F, primals: P, cotangents: C) -> Result<(Vec<Array>, Vec<Array>)>
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+    P: IntoIterator,
+    P::Item: AsRef<Array>,
+    C: IntoIterator,
+    C::Item: AsRef<Array>,
 {
-    let all = from_list(&*raw::vjp(&function(f), &to_list(primals), &to_list(cotangents))?)?;
-    let n_outputs = all.len().saturating_sub(primals.len());
+    let primals = to_list(primals);
+    let n_primals = crate::ffi::array::array_list_len(&primals);
+    let all = from_list(&*raw::vjp(&function(f), &primals, &to_list(cotangents))?)?;
+    let n_outputs = all.len().saturating_sub(n_primals);
     split_off(all, n_outputs, "vjp")
 }
 
 /// Outputs of `f(primals)` and the Jacobian-vector products with
 /// `tangents` (one per primal), one per output.
-pub fn jvp<F>(f: F, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+pub fn jvp<F, P, T>(f: F, primals: P, tangents: T) -> Result<(Vec<Array>, Vec<Array>)>
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+    P: IntoIterator,
+    P::Item: AsRef<Array>,
+    T: IntoIterator,
+    T::Item: AsRef<Array>,
 {
     let all = from_list(&*raw::jvp(&function(f), &to_list(primals), &to_list(tangents))?)?;
     let n_outputs = all.len() / 2;

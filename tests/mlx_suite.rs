@@ -25,7 +25,7 @@ fn run_suite(variant: &Variant) -> BTreeMap<String, bool> {
     assert!(xml.contains("</testsuites>"), "{} suite did not finish (crash?):\n{}", variant.name, String::from_utf8_lossy(&out.stderr));
     let mut cases = BTreeMap::new();
     for chunk in xml.split("<testcase ").skip(1) {
-        let name = chunk.split("name=\"").nth(1).and_then(|r| r.split('"').next()).expect("testcase name");
+        let name = chunk.split(" name=\"").nth(1).and_then(|r| r.split('"').next()).expect("testcase name");
         let body = chunk.split("</testcase>").next().unwrap();
         let failed = body.contains("<failure") || body.contains("<error");
         let passed = cases.get(&unescape(name)).copied().unwrap_or(true) && !failed;

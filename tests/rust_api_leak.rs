@@ -36,7 +36,12 @@ fn ablations_do_not_leak_and_compute_the_same_bits() {
     for (name, cfg) in ablations {
         let cfg = Config { cycles: 2, ..cfg };
         let (bytes, digest) = retained(&cfg);
-        assert_eq!(bytes, vec![0, 0], "{name} must not leak on {}", LINKED.name);
+        match LINKED.name {
+            // Without evaluating the weights, pristine still leaks the PRNG
+            // keys they are sampled from, but no longer the weights.
+            "pristine" => assert!(bytes.iter().all(|&b| b < MIB), "{name} must not pin the weights on pristine: {bytes:?}"),
+            _ => assert_eq!(bytes, vec![0, 0], "{name} must retain nothing on patched"),
+        }
         // Unevaluated weights are sampled inside the compiled graph, where
         // compile fuses the sampling: other weight bits, so other outputs.
         if cfg.eval_outside {

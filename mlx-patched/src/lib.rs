@@ -283,11 +283,10 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let _ = fs::remove_file(&stamp);
 
     check_system(opts.backend)?;
-    if opts.env.is_build_script() {
-        println!("cargo:warning=building MLX {name} from {} (several minutes on first build; log in {})", describe(upstream), dir.join("build.log").display());
-    } else {
+    if !opts.env.is_build_script() {
         eprintln!("building MLX {name} from {} (log in {})", describe(upstream), dir.join("build.log").display());
     }
+    let started = std::time::Instant::now();
 
     materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream))?;
     let deps = system::offline_dep_dirs(&opts.root, opts.backend)?;
@@ -321,6 +320,16 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
         }
     }
     link_cmake_package(&prefix)?;
+    // Cargo shows build-script warnings again on later no-op builds, so this
+    // one says what happened when the script last ran.
+    if opts.env.is_build_script() {
+        println!(
+            "cargo:warning=MLX {name} was built from {} in {}s (log: {})",
+            describe(upstream),
+            started.elapsed().as_secs(),
+            log_path.display()
+        );
+    }
     let names: Vec<String> = recipe.patches.iter().map(|(p, only)| format!("{}{}", p.file_name().unwrap().to_string_lossy(), only.map(|o| format!("[{o}]")).unwrap_or_default())).collect();
     fs::write(&stamp, format!("{key}\nupstream {}\npatches {}\n", describe(upstream), names.join(" "))).map_err(io("cannot write the stamp"))?;
     Ok(Artifacts { cached: false, ..artifacts })

@@ -116,9 +116,9 @@ fn mlx_tests(args: &[String]) -> Result<()> {
 /// where the leak checks must see the leak.
 fn test() -> Result<()> {
     deps::install()?;
-    run(cargo().args(["test", "--workspace"]))?;
+    run(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
     let mut control = cargo();
-    control.args(["test", "--package", "mlx-fork", "--features", "pristine"]);
+    control.args(["test", "--no-fail-fast", "--package", "mlx-fork", "--features", "pristine"]);
     for t in PRISTINE_PASS {
         control.args(["--test", t]);
     }

@@ -5,12 +5,13 @@
 use mlx_patched::{Env, Error, Options};
 use std::path::{Path, PathBuf};
 
-const CPP_PROBES: &[&str] = &["leak_scenario", "held_output"];
+const CPP_PROBES: &[&str] = &["leak_scenario", "held_output", "graph_bench"];
 
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = PathBuf::from(env.var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), false);
+    let cuda = env.var_os("CARGO_FEATURE_CUDA").is_some();
+    let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), cuda);
     println!("cargo:rerun-if-changed={}", opts.patches_dir.display());
 
     for mlx in mlx_patched::build_all(&opts)? {

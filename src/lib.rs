@@ -18,6 +18,8 @@ pub struct Variant {
     pub leak_scenario: &'static str,
     /// `crates/probes/cpp/held_output.cpp` linked against this prefix.
     pub held_output: &'static str,
+    /// `crates/probes/cpp/graph_bench.cpp` linked against this prefix.
+    pub graph_bench: &'static str,
 }
 
 pub const PRISTINE: Variant = Variant {
@@ -26,6 +28,7 @@ pub const PRISTINE: Variant = Variant {
     mlx_tests: env!("MLX_FORK_PRISTINE_MLX_TESTS"),
     leak_scenario: env!("MLX_FORK_PRISTINE_LEAK_SCENARIO"),
     held_output: env!("MLX_FORK_PRISTINE_HELD_OUTPUT"),
+    graph_bench: env!("MLX_FORK_PRISTINE_GRAPH_BENCH"),
 };
 
 pub const PATCHED: Variant = Variant {
@@ -34,6 +37,7 @@ pub const PATCHED: Variant = Variant {
     mlx_tests: env!("MLX_FORK_PATCHED_MLX_TESTS"),
     leak_scenario: env!("MLX_FORK_PATCHED_LEAK_SCENARIO"),
     held_output: env!("MLX_FORK_PATCHED_HELD_OUTPUT"),
+    graph_bench: env!("MLX_FORK_PATCHED_GRAPH_BENCH"),
 };
 
 /// The variant this build's Rust API links against (`--features pristine`).

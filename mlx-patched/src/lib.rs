@@ -240,7 +240,9 @@ pub fn describe(upstream: &Upstream) -> String {
 
 fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
     let name = &recipe.name;
-    let dir = opts.root.join(name);
+    // A CUDA build of a variant lives beside the host-default one, so that
+    // switching the feature does not rebuild either.
+    let dir = opts.root.join(if opts.backend == Backend::Cuda { format!("{name}-cuda") } else { name.clone() });
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let src = dir.join("src");
     let build = dir.join("build");
@@ -280,7 +282,6 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     if fs::read_to_string(&stamp).is_ok_and(|s| s.lines().next() == Some(key.as_str())) && prefix.join("lib").is_dir() {
         return Ok(artifacts);
     }
-    let _ = fs::remove_file(&stamp);
 
     check_system(opts.backend)?;
     if !opts.env.is_build_script() {
@@ -288,7 +289,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     }
     let started = std::time::Instant::now();
 
-    materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream))?;
+    materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream), &stamp)?;
     let deps = system::offline_dep_dirs(&opts.root, opts.backend)?;
     let log_path = dir.join("build.log");
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
@@ -382,13 +383,15 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
 /// Makes `src` hold upstream plus `patches`, rewriting only files whose bytes
 /// change, so that an incremental ninja build recompiles exactly what a patch
 /// touched. The new tree is staged in `staging` first: a patch that does not
-/// apply leaves `src` as it was.
-fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf, Option<&str>)], what: &str) -> Result<(), Error> {
+/// apply leaves `src`, the build and the prefix (and their stamp) as they were.
+fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf, Option<&str>)], what: &str, stamp: &Path) -> Result<(), Error> {
     let _ = fs::remove_dir_all(staging);
     copy_tree(upstream, staging)?;
     for (p, only) in patches {
         patch::apply_series(staging, std::slice::from_ref(p), what, *only)?;
     }
+    // From here on the variant is being changed: it is not done until a new stamp says so.
+    let _ = fs::remove_file(stamp);
     sync_tree(staging, src)?;
     let _ = fs::remove_dir_all(staging);
     Ok(())

@@ -75,7 +75,9 @@ pub fn check_system(backend: Backend) -> Result<(), Error> {
         }
         return Ok(());
     }
-    let missing: Vec<&Need> = LINUX_NEEDS.iter().filter(|n| !(n.present)()).collect();
+    let cuda = [Need { what: "the CUDA toolkit (nvcc) and cuDNN", debian: "nvidia-cuda-toolkit nvidia-cudnn", present: || has_cmd("nvcc", "--version") }];
+    let extra: &[Need] = if backend == Backend::Cuda { &cuda } else { &[] };
+    let missing: Vec<&Need> = LINUX_NEEDS.iter().chain(extra).filter(|n| !(n.present)()).collect();
     if missing.is_empty() {
         return Ok(());
     }

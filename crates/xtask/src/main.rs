@@ -116,15 +116,48 @@ fn mlx_tests(args: &[String]) -> Result<()> {
 /// where the leak checks must see the leak.
 fn test() -> Result<()> {
     deps::install()?;
-    run(cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    let mut patched = cargo();
+    patched.args(["test", "--workspace", "--no-fail-fast"]);
     let mut control = cargo();
     control.args(["test", "--no-fail-fast", "--package", "mlx-fork", "--features", "pristine"]);
     for t in PRISTINE_PASS {
         control.args(["--test", t]);
     }
-    run(&mut control)?;
+    let (mut passed, mut failed) = (0, 0);
+    let mut outcome = Ok(());
+    for cmd in [&mut patched, &mut control] {
+        let (p, f, status) = run_counting(cmd)?;
+        passed += p;
+        failed += f;
+        if outcome.is_ok() && !status.success() {
+            outcome = Err(format!("{cmd:?} failed ({status})"));
+        }
+    }
     // The series must stay ready for upstream: `git am` onto a clean tree.
-    upstream::upstream_pr(&[])
+    let upstream = upstream::upstream_pr(&[]);
+    passed += upstream.is_ok() as u32;
+    failed += upstream.is_err() as u32;
+    println!("\nxtask test: {passed} passed, {failed} failed");
+    outcome.and(upstream)
+}
+
+/// Runs `cargo test`, echoing its output and adding up its result lines.
+fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus)> {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let (mut passed, mut failed) = (0, 0);
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        println!("{line}");
+        // test result: ok. 4 passed; 0 failed; 0 ignored; ...
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let words: Vec<&str> = rest.split_whitespace().map(|w| w.trim_end_matches([';', '.'])).collect();
+            let count = |what: &str| words.windows(2).find(|w| w[1] == what).and_then(|w| w[0].parse::<u32>().ok()).unwrap_or(0);
+            passed += count("passed");
+            failed += count("failed");
+        }
+    }
+    Ok((passed, failed, child.wait().map_err(|e| e.to_string())?))
 }
 
 /// Test targets whose expectations depend on the variant the Rust API links.

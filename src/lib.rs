@@ -58,14 +58,11 @@ pub fn parse_scenario(stdout: &str) -> ScenarioRun {
     let mut digest = String::new();
     for line in stdout.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        match f.as_slice() {
-            ["cycle", _, "retained_bytes", n, "digest", d] => {
-                retained.push(n.parse().expect("retained_bytes is an integer"));
-                if digest.is_empty() {
-                    digest = d.to_string();
-                }
+        if let ["cycle", _, "retained_bytes", n, "digest", d] = f.as_slice() {
+            retained.push(n.parse().expect("retained_bytes is an integer"));
+            if digest.is_empty() {
+                digest = d.to_string();
             }
-            _ => {}
         }
     }
     assert!(!retained.is_empty(), "the probe printed no cycle:\n{stdout}");

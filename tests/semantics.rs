@@ -125,7 +125,7 @@ fn held_output_of_a_multi_output_vjp_survives() {
     let x = mlx::random::normal(&[4, 16], Dtype::F32, &mlx::random::key(5)).unwrap();
     let w = mlx::random::normal(&[16], Dtype::F32, &mlx::random::key(6)).unwrap();
     let ct = mlx::ones(&[4, 16], Dtype::F32).unwrap();
-    let make = || mlx::vjp(|p: &[Array]| Ok(vec![mlx::fast::rms_norm(&p[0], Some(&p[1]), 1e-5)?]), &[x.clone(), w.clone()], &[ct.clone()]).map(|(_, g)| g);
+    let make = || mlx::vjp(|p: &[Array]| Ok(vec![mlx::fast::rms_norm(&p[0], Some(&p[1]), 1e-5)?]), &[x.clone(), w.clone()], std::slice::from_ref(&ct)).map(|(_, g)| g);
     held_output_survives("rms_norm vjp", make, 0);
     held_output_survives("rms_norm vjp", make, 1);
 }

@@ -247,7 +247,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let src = dir.join("src");
     let build = dir.join("build");
     let prefix = dir.join("prefix");
-    let args = cmake_args(opts, &prefix)?;
+    let args = cmake_args(opts, &prefix);
 
     let mut key = Sha256::new();
     key.update(format!("logic {BUILD_LOGIC_VERSION}\ntree {}\n", upstream.tree_id));
@@ -349,7 +349,7 @@ fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
 }
 
 /// CMake arguments for this host; part of the cache key.
-fn cmake_args(opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
+fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
         "-G", "Ninja",
         "-DCMAKE_BUILD_TYPE=Release",
@@ -377,7 +377,7 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
         Backend::Metal => args.extend(["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF"].map(String::from)),
     }
     args.extend(opts.extra_cmake_args.iter().cloned());
-    Ok(args)
+    args
 }
 
 /// Makes `src` hold upstream plus `patches`, rewriting only files whose bytes

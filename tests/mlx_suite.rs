@@ -1,15 +1,12 @@
 //! MLX's own C++ test suite (doctest), built from each variant's tree. The
 //! pristine tree carries the series' new tests but not its library change,
 //! so the new tests show the bug there; nothing that passes on pristine may
-//! fail on patched.
+//! fail on patched. The GGUF cases are excluded by name: GGUF is built off.
 
 use mlx_fork::{Variant, PATCHED, PRISTINE};
+use mlx_patched::{patch, MLX_TESTS_EXCLUDED};
 use std::collections::BTreeMap;
 use std::process::Command;
-
-/// GGUF support needs a download at configure time and is built off, so its
-/// two test cases cannot pass on either variant.
-const EXCLUDED: &[&str] = &["test gguf", "test gguf metadata"];
 
 fn unescape(s: &str) -> String {
     s.replace("&apos;", "'").replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -18,7 +15,7 @@ fn unescape(s: &str) -> String {
 /// Test case name -> passed, from doctest's JUnit report.
 fn run_suite(variant: &Variant) -> BTreeMap<String, bool> {
     let out = Command::new(variant.mlx_tests)
-        .args(["--reporters=junit", "--no-colors", &format!("--test-case-exclude={}", EXCLUDED.join(","))])
+        .args(["--reporters=junit", "--no-colors", &format!("--test-case-exclude={}", MLX_TESTS_EXCLUDED.join(","))])
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
     let xml = String::from_utf8_lossy(&out.stdout);
@@ -37,21 +34,14 @@ fn run_suite(variant: &Variant) -> BTreeMap<String, bool> {
 /// Test cases the patch series adds to MLX's suite.
 fn new_cases() -> Vec<String> {
     let mut names = Vec::new();
-    for patch in mlx_patched_series() {
-        for line in std::fs::read_to_string(&patch).unwrap().lines() {
+    for file in patch::series(&patch::series_dir()).unwrap() {
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
             if let Some(rest) = line.strip_prefix("+TEST_CASE(\"") {
                 names.push(rest.split("\")").next().unwrap().to_string());
             }
         }
     }
     names
-}
-
-fn mlx_patched_series() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("patches");
-    let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "patch")).collect();
-    v.sort();
-    v
 }
 
 #[test]

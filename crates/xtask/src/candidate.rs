@@ -25,7 +25,8 @@ pub fn run(args: &[String]) -> Result<()> {
     println!("   => {}", held.status);
 
     println!("-- MLX's own suite (GGUF cases excluded)");
-    let suite = Command::new(&mlx.mlx_tests).args(["--no-colors", "--test-case-exclude=test gguf,test gguf metadata"]).output().map_err(|e| e.to_string())?;
+    let exclude = format!("--test-case-exclude={}", mlx_patched::MLX_TESTS_EXCLUDED.join(","));
+    let suite = Command::new(&mlx.mlx_tests).args(["--no-colors", &exclude]).output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&suite.stdout);
     for line in text.lines().filter(|l| l.starts_with("TEST CASE:") || l.starts_with("[doctest] test cases") || l.contains("Status:")) {
         println!("   {line}");

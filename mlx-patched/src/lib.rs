@@ -19,7 +19,7 @@ mod source;
 mod system;
 
 pub use env::{Env, VARIABLES};
-pub use source::{from_override, tree_id, verify_pinned, Origin, Upstream};
+pub use source::{carrier_dir, from_override, tree_id, verify_pinned, Origin, Upstream};
 pub use system::{check_system, DEBIAN_PACKAGES};
 
 use sha2::{Digest, Sha256};

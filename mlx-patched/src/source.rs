@@ -26,7 +26,8 @@ pub fn locate(env: &Env, workspace_manifest: &Path) -> Result<Upstream, Error> {
     if let Some(dir) = env.var_os("MLX_SOURCE_DIR") {
         return from_override(PathBuf::from(dir));
     }
-    verify_pinned(carrier_dir(env, workspace_manifest)?, pin::UPSTREAM_TREE_ID)
+    let cargo = env.var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    verify_pinned(carrier_dir(&cargo, workspace_manifest, pin::CARRIER_VERSION)?, pin::UPSTREAM_TREE_ID)
 }
 
 /// An upstream checkout named by `MLX_SOURCE_DIR`: any tree id is accepted
@@ -61,18 +62,18 @@ pub fn verify_pinned(dir: PathBuf, expected: &str) -> Result<Upstream, Error> {
 }
 
 /// Finds (and on first use downloads) the carrier package through `cargo metadata`.
-fn carrier_dir(env: &Env, workspace_manifest: &Path) -> Result<PathBuf, Error> {
-    let cargo = env.var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(&cargo)
+/// `manifest` must declare the carrier at `version` (for the pin, mlx-patched's
+/// own manifest; for a rebase dry run, a throwaway one).
+pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> Result<PathBuf, Error> {
+    let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(workspace_manifest)
+        .arg(manifest)
         .output()
         .map_err(|e| Error::new(format!("cannot run `cargo metadata` to fetch the MLX source carrier: {e}")))?;
     if !out.status.success() {
         return Err(Error::new(format!(
-            "`cargo metadata` failed while fetching the MLX source carrier {} {}:\n{}",
+            "`cargo metadata` failed while fetching the MLX source carrier {} {version}:\n{}",
             pin::CARRIER_CRATE,
-            pin::CARRIER_VERSION,
             String::from_utf8_lossy(&out.stderr)
         )));
     }
@@ -82,14 +83,14 @@ fn carrier_dir(env: &Env, workspace_manifest: &Path) -> Result<PathBuf, Error> {
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["name"] == pin::CARRIER_CRATE && p["version"] == pin::CARRIER_VERSION)
+        .find(|p| p["name"] == pin::CARRIER_CRATE && p["version"] == version)
         .and_then(|p| p["manifest_path"].as_str())
         .map(PathBuf::from)
         .ok_or_else(|| {
             Error::new(format!(
-                "`cargo metadata` does not list {} {}; is it still declared in mlx-patched/Cargo.toml?",
+                "`cargo metadata` does not list {} {version}; is it declared in {}?",
                 pin::CARRIER_CRATE,
-                pin::CARRIER_VERSION
+                manifest.display()
             ))
         })?;
     let dir = manifest.parent().unwrap().join(pin::CARRIER_SUBDIR);

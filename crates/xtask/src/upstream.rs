@@ -1,7 +1,7 @@
 //! Upstream-facing workflows: the series as a branch for a pull request, and
 //! a dry run of the series against another upstream tree.
 
-use crate::{cargo, target_dir, workspace_root, Result};
+use crate::{target_dir, workspace_root, Result};
 use mlx_patched::{patch, pin, Env};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,21 +93,8 @@ pub fn rebase(args: &[String]) -> Result<()> {
         ),
     )
     .map_err(|e| e.to_string())?;
-    let out = cargo()
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(probe.join("Cargo.toml"))
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!("cannot fetch {} {version}:\n{}", pin::CARRIER_CRATE, String::from_utf8_lossy(&out.stderr)));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let needle = format!("{}-{version}/Cargo.toml", pin::CARRIER_CRATE);
-    let manifest = text
-        .split('"')
-        .find(|s| s.ends_with(&needle))
-        .ok_or_else(|| format!("cargo metadata does not list {} {version}", pin::CARRIER_CRATE))?;
-    let tree = Path::new(manifest).parent().unwrap().join(pin::CARRIER_SUBDIR);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tree = mlx_patched::carrier_dir(&cargo, &probe.join("Cargo.toml"), version).map_err(|e| e.to_string())?;
     let tree_id = mlx_patched::tree_id(&tree).map_err(|e| e.to_string())?;
     println!("{} {version}: upstream tree {tree_id} in {}", pin::CARRIER_CRATE, tree.display());
     let staging = probe.join("tree");

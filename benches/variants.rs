@@ -5,7 +5,7 @@
 //! ratio patched / pristine over interleaved rounds.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mlx_fork::{Variant, PATCHED, PRISTINE};
+use mlx_fork::{variant, Variant};
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,16 +22,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn variants(c: &mut Criterion) {
     let mut group = c.benchmark_group("compile_run_drop");
-    for variant in [&PRISTINE, &PATCHED] {
-        group.bench_function(variant.name, |b| b.iter_custom(|iters| timed(variant, iters)));
+    for v in mlx_fork::VARIANTS {
+        group.bench_function(v.name, |b| b.iter_custom(|iters| timed(v, iters)));
     }
     group.finish();
 
     // Interleaved rounds, so both variants see the same machine load.
     let (mut pristine, mut patched) = (Vec::new(), Vec::new());
     for _ in 0..15 {
-        pristine.push(timed(&PRISTINE, 50).as_secs_f64());
-        patched.push(timed(&PATCHED, 50).as_secs_f64());
+        pristine.push(timed(variant("pristine"), 50).as_secs_f64());
+        patched.push(timed(variant("patched"), 50).as_secs_f64());
     }
     let ratios: Vec<f64> = patched.iter().zip(&pristine).map(|(a, b)| a / b).collect();
     println!("compile_run_drop: patched / pristine = {:.3} (median of 15 interleaved rounds of 50 cycles)", median(ratios));

@@ -1,78 +1,202 @@
-//! The regression suite's support code: where the build script put both MLX
-//! variants and the C++ probes built against each, and how to run them.
-//! The tests themselves are in `tests/` (see `tests/README.md`).
+//! The regression suite's support code: every MLX variant the build script
+//! built, the C++ probes linked against each, how to run a probe on every
+//! variant (one process each, since each is its own libmlx), and the summary
+//! table `cargo xtask test` prints. The tests are in `tests/` (see
+//! `tests/README.md`).
 
-
-use std::process::Command;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
 
-/// One installed MLX variant and what was built against it.
-#[derive(Clone, Copy, Debug)]
+/// One installed MLX variant and the probe programs built against it.
+#[derive(Debug)]
 pub struct Variant {
     pub name: &'static str,
+    /// Whether the report's leak must be absent (false: the control).
+    pub leak_free: bool,
     pub prefix: &'static str,
     /// MLX's own doctest binary built from this variant's tree.
     pub mlx_tests: &'static str,
-    /// `crates/probes/cpp/leak_scenario.cpp` linked against this prefix.
+    /// `crates/probes/cpp/leak_scenario.cpp`: the report's scenario.
     pub leak_scenario: &'static str,
-    /// `crates/probes/cpp/held_output.cpp` linked against this prefix.
+    /// `crates/probes/cpp/held_output.cpp`: live groups stay whole.
     pub held_output: &'static str,
-    /// `crates/probes/cpp/graph_bench.cpp` linked against this prefix.
+    /// `crates/probes/cpp/graph_bench.cpp`: timed loops for the benchmarks.
     pub graph_bench: &'static str,
+    /// `crates/probes/cpp/multi_output_ops.cpp`: each multi-output op compiled.
+    pub multi_output_ops: &'static str,
+    /// `crates/probes/cpp/transformer.cpp`: a fused-QKV transformer stack.
+    pub transformer: &'static str,
 }
 
-pub const PRISTINE: Variant = Variant {
-    name: "pristine",
-    prefix: env!("MLX_FORK_PRISTINE_PREFIX"),
-    mlx_tests: env!("MLX_FORK_PRISTINE_MLX_TESTS"),
-    leak_scenario: env!("MLX_FORK_PRISTINE_LEAK_SCENARIO"),
-    held_output: env!("MLX_FORK_PRISTINE_HELD_OUTPUT"),
-    graph_bench: env!("MLX_FORK_PRISTINE_GRAPH_BENCH"),
-};
+/// Every variant of `mlx_patched::VARIANTS`, in its order (control first).
+pub const VARIANTS: &[Variant] = include!(concat!(env!("OUT_DIR"), "/variants.rs"));
 
-pub const PATCHED: Variant = Variant {
-    name: "patched",
-    prefix: env!("MLX_FORK_PATCHED_PREFIX"),
-    mlx_tests: env!("MLX_FORK_PATCHED_MLX_TESTS"),
-    leak_scenario: env!("MLX_FORK_PATCHED_LEAK_SCENARIO"),
-    held_output: env!("MLX_FORK_PATCHED_HELD_OUTPUT"),
-    graph_bench: env!("MLX_FORK_PATCHED_GRAPH_BENCH"),
-};
+/// The variant called `name`.
+pub fn variant(name: &str) -> &'static Variant {
+    VARIANTS.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant `{name}` was built"))
+}
 
 /// The variant this build's Rust API links against (`--features pristine`).
-pub const LINKED: Variant = if cfg!(feature = "pristine") { PRISTINE } else { PATCHED };
+pub fn linked() -> &'static Variant {
+    variant(mlx_bridge::MLX_VARIANT)
+}
 
 pub const MIB: i64 = 1024 * 1024;
 
-/// A leak-scenario run: bytes retained by each cycle and the output digest.
-#[derive(Debug)]
-pub struct ScenarioRun {
-    pub retained: Vec<i64>,
-    pub digest: String,
+/// A line of probe output: `<kind> <value> <key> <value> ...`, read as
+/// key/value pairs whose first key is the kind of record.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub kind: String,
+    pub fields: BTreeMap<String, String>,
 }
 
-/// Parses the probes' output format (`cycle <i> retained_bytes <n> digest <d>`).
-pub fn parse_scenario(stdout: &str) -> ScenarioRun {
-    let mut retained = Vec::new();
-    let mut digest = String::new();
-    for line in stdout.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if let ["cycle", _, "retained_bytes", n, "digest", d] = f.as_slice() {
-            retained.push(n.parse().expect("retained_bytes is an integer"));
-            if digest.is_empty() {
-                digest = d.to_string();
+impl Record {
+    pub fn get(&self, key: &str) -> &str {
+        self.fields.get(key).unwrap_or_else(|| panic!("record `{}` has no `{key}`: {:?}", self.kind, self.fields))
+    }
+
+    pub fn int(&self, key: &str) -> i64 {
+        self.get(key).parse().unwrap_or_else(|_| panic!("`{key}` of `{}` is not an integer", self.kind))
+    }
+}
+
+pub fn parse_records(stdout: &str) -> Vec<Record> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() < 2 || words.len() % 2 != 0 {
+                return None;
             }
+            let fields = words.chunks(2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect();
+            Some(Record { kind: words[0].to_string(), fields })
+        })
+        .collect()
+}
+
+/// One probe run on one variant.
+#[derive(Debug)]
+pub struct ProbeRun {
+    pub variant: &'static Variant,
+    pub records: Vec<Record>,
+}
+
+impl ProbeRun {
+    pub fn all(&self, kind: &str) -> Vec<&Record> {
+        self.records.iter().filter(|r| r.kind == kind).collect()
+    }
+
+    pub fn one(&self, kind: &str) -> &Record {
+        let found = self.all(kind);
+        assert_eq!(found.len(), 1, "{}: expected one `{kind}` record", self.variant.name);
+        found[0]
+    }
+
+    /// Active-memory bytes each cycle left behind.
+    pub fn retained(&self) -> Vec<i64> {
+        let cycles: Vec<i64> = self.all("cycle").iter().map(|r| r.int("retained_bytes")).collect();
+        assert!(!cycles.is_empty(), "{}: the probe printed no cycle", self.variant.name);
+        cycles
+    }
+
+    /// Digest of the outputs: every cycle must have computed the same bits.
+    pub fn digest(&self) -> String {
+        let digests: Vec<&str> = self.all("cycle").iter().map(|r| r.get("digest")).collect();
+        assert!(digests.windows(2).all(|w| w[0] == w[1]), "{}: cycles computed different outputs: {digests:?}", self.variant.name);
+        digests[0].to_string()
+    }
+
+    pub fn mean_retained(&self) -> i64 {
+        let r = self.retained();
+        r.iter().sum::<i64>() / r.len() as i64
+    }
+}
+
+/// Runs `probe` of `variant` with `args` and parses its records.
+pub fn run_probe(variant: &'static Variant, probe: fn(&Variant) -> &'static str, args: &[&str]) -> ProbeRun {
+    let out = Command::new(probe(variant)).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", probe(variant)));
+    finish(variant, probe(variant), args, out)
+}
+
+/// Runs `probe` with `args` on every variant, all at once (separate processes,
+/// separate libraries), and returns the runs in `VARIANTS` order.
+pub fn run_on_all(probe: fn(&Variant) -> &'static str, args: &[&str]) -> Vec<ProbeRun> {
+    let children: Vec<_> = VARIANTS
+        .iter()
+        .map(|v| {
+            let child = Command::new(probe(v)).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+            (v, child.unwrap_or_else(|e| panic!("run {}: {e}", probe(v))))
+        })
+        .collect();
+    children.into_iter().map(|(v, child)| finish(v, probe(v), args, child.wait_with_output().expect("wait for the probe"))).collect()
+}
+
+fn finish(variant: &'static Variant, exe: &str, args: &[&str], out: std::process::Output) -> ProbeRun {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} probe {exe} {args:?} failed ({}):\n{stdout}{}",
+        variant.name,
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ProbeRun { variant, records: parse_records(&stdout) }
+}
+
+/// Checks the leak expectation of every run: the control (`leak_free` false)
+/// must retain at least `control_min` bytes every cycle, every fixed variant
+/// exactly 0. `control_min` of 0 means the scenario must not leak anywhere.
+pub fn assert_leak_expectation(scenario: &str, runs: &[ProbeRun], control_min: i64) {
+    for run in runs {
+        let retained = run.retained();
+        if run.variant.leak_free || control_min == 0 {
+            assert!(retained.iter().all(|&b| b == 0), "{scenario}: {} must retain 0 bytes per cycle, retained {retained:?}", run.variant.name);
+        } else {
+            assert!(
+                retained.iter().all(|&b| b >= control_min),
+                "{scenario}: the control {} must show the leak (>= {control_min} bytes every cycle), retained {retained:?}",
+                run.variant.name
+            );
         }
     }
-    assert!(!retained.is_empty(), "the probe printed no cycle:\n{stdout}");
-    ScenarioRun { retained, digest }
 }
 
-/// Runs a variant's C++ leak-scenario probe with `args`.
-pub fn run_cpp_scenario(variant: &Variant, args: &[&str]) -> ScenarioRun {
-    let out = Command::new(variant.leak_scenario).args(args).output().expect("run the C++ probe");
-    assert!(out.status.success(), "{} probe {args:?} failed: {}", variant.name, String::from_utf8_lossy(&out.stderr));
-    parse_scenario(&String::from_utf8_lossy(&out.stdout))
+/// Whether every run computed the same output bits.
+pub fn bit_identical(runs: &[ProbeRun]) -> bool {
+    runs.windows(2).all(|w| w[0].digest() == w[1].digest())
 }
 
+/// Appends a row to the summary table `cargo xtask test` prints at the end:
+/// the scenario, bytes retained per cycle on each variant, and whether all
+/// variants computed the same bits.
+pub fn report(scenario: &str, runs: &[ProbeRun]) {
+    let cells: Vec<String> = runs.iter().map(|r| format!("{}={}", r.variant.name, r.mean_retained())).collect();
+    report_row(scenario, &cells, bit_identical(runs));
+}
+
+/// A row from figures computed by the test: `cells` are `<variant>=<bytes per cycle>`.
+pub fn report_row(scenario: &str, cells: &[String], bit_identical: bool) {
+    report_line(&format!("{scenario}\t{}\tbit-identical={}\n", cells.join("\t"), if bit_identical { "yes" } else { "no" }));
+}
+
+/// Appends a free-form line (a measurement that is not a leak row).
+pub fn report_note(note: &str) {
+    report_line(&format!("note\t{note}\n"));
+}
+
+fn report_line(line: &str) {
+    let dir = report_dir();
+    std::fs::create_dir_all(&dir).expect("create the report directory");
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("rows.tsv")).expect("open the report");
+    f.write_all(line.as_bytes()).expect("write the report");
+}
+
+/// Where tests leave their summary rows (`<target>/suite-report`).
+pub fn report_dir() -> PathBuf {
+    PathBuf::from(env!("MLX_FORK_REPORT_DIR"))
+}

@@ -3,7 +3,7 @@
 //! so the new tests show the bug there; nothing that passes on pristine may
 //! fail on patched. The GGUF cases are excluded by name: GGUF is built off.
 
-use mlx_fork::{Variant, PATCHED, PRISTINE};
+use mlx_fork::{Variant, VARIANTS};
 use mlx_patched::{patch, MLX_TESTS_EXCLUDED};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -34,7 +34,8 @@ fn run_suite(variant: &Variant) -> BTreeMap<String, bool> {
 /// Test cases the patch series adds to MLX's suite.
 fn new_cases() -> Vec<String> {
     let mut names = Vec::new();
-    for file in patch::series(&patch::series_dir()).unwrap() {
+    let dir = std::env::var_os("MLX_PATCHED_SERIES_DIR").map(Into::into).unwrap_or_else(patch::series_dir);
+    for file in patch::series(&dir).unwrap() {
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             if let Some(rest) = line.strip_prefix("+TEST_CASE(\"") {
                 names.push(rest.split("\")").next().unwrap().to_string());
@@ -45,23 +46,28 @@ fn new_cases() -> Vec<String> {
 }
 
 #[test]
-fn mlx_suite_patched_keeps_every_pristine_pass_and_new_tests_show_the_bug() {
-    let pristine = run_suite(&PRISTINE);
-    let patched = run_suite(&PATCHED);
+fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug() {
     let new = new_cases();
     assert!(!new.is_empty(), "the series adds no test to MLX's suite");
-    println!("{} test cases on pristine, {} on patched; new: {new:?}", pristine.len(), patched.len());
-
-    let regressions: Vec<&String> = pristine.iter().filter(|(n, &ok)| ok && patched.get(*n) != Some(&true)).map(|(n, _)| n).collect();
-    assert!(regressions.is_empty(), "pass on pristine but not on patched: {regressions:?}");
-    let patched_failures: Vec<&String> = patched.iter().filter(|(_, &ok)| !ok).map(|(n, _)| n).collect();
-    assert!(patched_failures.is_empty(), "fail on patched: {patched_failures:?}");
-    for name in &new {
-        assert_eq!(patched.get(name), Some(&true), "new test `{name}` must run and pass on patched");
-        assert!(pristine.contains_key(name), "new test `{name}` must run on pristine too");
-    }
+    let control = VARIANTS.iter().find(|v| !v.leak_free).expect("a control variant");
+    let pristine = run_suite(control);
     let pristine_failures: Vec<&String> = pristine.iter().filter(|(_, &ok)| !ok).map(|(n, _)| n).collect();
-    println!("fail on pristine: {pristine_failures:?}");
-    assert!(!pristine_failures.is_empty(), "no new test fails on pristine: they do not show the bug");
-    assert!(pristine_failures.iter().all(|n| new.contains(n)), "pristine fails an upstream test: {pristine_failures:?}");
+    println!("{}: {} test cases, failing: {pristine_failures:?}", control.name, pristine.len());
+    assert!(!pristine_failures.is_empty(), "no new test fails on {}: they do not show the bug", control.name);
+    assert!(pristine_failures.iter().all(|n| new.contains(n)), "{} fails an upstream test: {pristine_failures:?}", control.name);
+    for name in &new {
+        assert!(pristine.contains_key(name), "new test `{name}` must run on {} too", control.name);
+    }
+
+    for variant in VARIANTS.iter().filter(|v| v.leak_free) {
+        let fixed = run_suite(variant);
+        println!("{}: {} test cases; new: {new:?}", variant.name, fixed.len());
+        let regressions: Vec<&String> = pristine.iter().filter(|(n, &ok)| ok && fixed.get(*n) != Some(&true)).map(|(n, _)| n).collect();
+        assert!(regressions.is_empty(), "pass on {} but not on {}: {regressions:?}", control.name, variant.name);
+        let failures: Vec<&String> = fixed.iter().filter(|(_, &ok)| !ok).map(|(n, _)| n).collect();
+        assert!(failures.is_empty(), "fail on {}: {failures:?}", variant.name);
+        for name in &new {
+            assert_eq!(fixed.get(name), Some(&true), "new test `{name}` must run and pass on {}", variant.name);
+        }
+    }
 }

@@ -10,7 +10,7 @@ const AREAS: &[&str] = &["array", "ops", "random", "linalg", "transforms", "memo
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = PathBuf::from(env.var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let variant = if env.var_os("CARGO_FEATURE_PRISTINE").is_some() { Variant::Pristine } else { Variant::Patched };
+    let variant = if env.var_os("CARGO_FEATURE_PRISTINE").is_some() { Variant::PRISTINE } else { Variant::PATCHED };
     let cuda = env.var_os("CARGO_FEATURE_CUDA").is_some();
     let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), cuda);
     println!("cargo:rerun-if-changed={}", opts.patches_dir.display());

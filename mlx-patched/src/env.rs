@@ -8,6 +8,7 @@ use std::ffi::OsString;
 /// Every variable the build reads, with what it does (the README lists these).
 pub const VARIABLES: &[(&str, &str)] = &[
     ("MLX_SOURCE_DIR", "build this upstream checkout instead of the pinned tree"),
+    ("MLX_PATCHED_SERIES_DIR", "apply this patch series instead of the repository's patches/ (cargo xtask rebase)"),
     ("MLX_PATCHED_BUILD_DIR", "where variants are configured, built and installed (default: <target>/mlx)"),
     ("MLX_PATCHED_JOBS", "parallel compile jobs for the MLX build (default: all cores)"),
     ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),

@@ -38,34 +38,42 @@ pub const PRISTINE_PATHS: &str = "tests/*";
 /// gguflib at configure time, so it is built off (`-DMLX_BUILD_GGUF=OFF`).
 pub const MLX_TESTS_EXCLUDED: &[&str] = &["test gguf", "test gguf metadata"];
 
+/// One build of MLX from the upstream tree. The suite runs every leak check on
+/// every variant in [`VARIANTS`] and expects the leak exactly where
+/// `leak_free` is false: adding a variant is one line there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
-    Patched,
-    Pristine,
+pub struct Variant {
+    pub name: &'static str,
+    /// Patch files, relative to the workspace, applied before the series.
+    pub extra_patches: &'static [&'static str],
+    /// The part of the series applied (`None`: all of it).
+    pub series_paths: Option<&'static str>,
+    /// Whether the report's leak must be absent from this variant's library.
+    pub leak_free: bool,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 2] = [Variant::Pristine, Variant::Patched];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::Patched => "patched",
-            Variant::Pristine => "pristine",
-        }
-    }
+    /// Upstream's library untouched, with the series' tests: the control.
+    pub const PRISTINE: Variant = Variant { name: "pristine", extra_patches: &[], series_paths: Some(PRISTINE_PATHS), leak_free: false };
+    /// Upstream with the whole series: what users link.
+    pub const PATCHED: Variant = Variant { name: "patched", extra_patches: &[], series_paths: None, leak_free: true };
 
     pub fn parse(s: &str) -> Result<Self, Error> {
-        match s {
-            "patched" => Ok(Variant::Patched),
-            "pristine" => Ok(Variant::Pristine),
-            other => Err(Error::new(format!("unknown variant `{other}`: expected `patched` or `pristine`"))),
-        }
+        VARIANTS.iter().copied().find(|v| v.name == s).ok_or_else(|| {
+            let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+            Error::new(format!("unknown variant `{s}`: expected one of {}", names.join(", ")))
+        })
     }
 }
 
+/// Every variant the build script builds and the suite checks, control first.
+/// A candidate fix is a line like
+/// `Variant { name: "candidate", extra_patches: &["docs/rejected/x.patch"], series_paths: Some(PRISTINE_PATHS), leak_free: true }`.
+pub const VARIANTS: &[Variant] = &[Variant::PRISTINE, Variant::PATCHED];
+
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name)
     }
 }
 
@@ -136,7 +144,8 @@ impl Options {
             .and_then(|j| j.parse().ok())
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
         let extra_cmake_args = env.var("MLX_PATCHED_CMAKE_ARGS").map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default();
-        Options { root, backend: Backend::for_host(cuda), jobs, extra_cmake_args, patches_dir: patch::series_dir(), env }
+        let patches_dir = env.var_os("MLX_PATCHED_SERIES_DIR").map(PathBuf::from).unwrap_or_else(patch::series_dir);
+        Options { root, backend: Backend::for_host(cuda), jobs, extra_cmake_args, patches_dir, env }
     }
 }
 
@@ -189,13 +198,10 @@ pub fn build(variant: Variant, opts: &Options) -> Result<Artifacts, Error> {
     build_recipe(&recipe(variant, opts)?, &upstream(&opts.env)?, opts)
 }
 
-/// Builds both variants from one look-up of the upstream tree, pristine first.
-pub fn build_all(opts: &Options) -> Result<[Artifacts; 2], Error> {
+/// Builds every variant of [`VARIANTS`] from one look-up of the upstream tree.
+pub fn build_all(opts: &Options) -> Result<Vec<Artifacts>, Error> {
     let upstream = upstream(&opts.env)?;
-    Ok([
-        build_recipe(&recipe(Variant::Pristine, opts)?, &upstream, opts)?,
-        build_recipe(&recipe(Variant::Patched, opts)?, &upstream, opts)?,
-    ])
+    VARIANTS.iter().map(|v| build_recipe(&recipe(*v, opts)?, &upstream, opts)).collect()
 }
 
 /// Builds upstream with candidate `patches` (a fix under evaluation, say)
@@ -216,19 +222,18 @@ struct Recipe {
 
 fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
     let series = patch::series(&opts.patches_dir)?;
-    if variant == Variant::Patched && series.is_empty() {
-        let msg = "patches/ holds no patch: the patched and pristine MLX variants are the same tree";
+    if variant.series_paths.is_none() && series.is_empty() {
+        let msg = format!("{} holds no patch: the {variant} variant is the upstream tree", opts.patches_dir.display());
         if opts.env.is_build_script() {
             println!("cargo:warning={msg}");
         } else {
             eprintln!("{msg}");
         }
     }
-    let only = match variant {
-        Variant::Patched => None,
-        Variant::Pristine => Some(PRISTINE_PATHS),
-    };
-    Ok(Recipe { name: variant.name().to_string(), patches: series.into_iter().map(|p| (p, only)).collect() })
+    let workspace = patch::series_dir().parent().map(Path::to_path_buf).unwrap_or_default();
+    let extra = variant.extra_patches.iter().map(|p| (workspace.join(p), None));
+    let patches = extra.chain(series.into_iter().map(|p| (p, variant.series_paths))).collect();
+    Ok(Recipe { name: variant.name.to_string(), patches })
 }
 
 /// A short description of the upstream tree for messages.

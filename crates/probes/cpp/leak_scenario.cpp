@@ -6,19 +6,26 @@
 // --shapes N calls the compiled function with N batch sizes (batch, 2 batch,
 // ...) per cycle, so the compile cache holds N traced entries.
 //
+// --threads N runs the cycles in N threads at once, each with its own
+// weights and compiled function, and reports what all of them left behind.
+//
 // Each ingredient can be switched off (--slices, --no-eval-outside,
 // --no-compile) to show that all three are needed. Weights come from fixed
 // PRNG keys, so the digest of the output is comparable across builds.
 //
 // Output, one line per cycle, then a summary:
-//   cycle <i> retained_bytes <n> digest <hex>
+//   cycle <i> retained_bytes <n> live_bytes <n> digest <hex>
 //   summary cycles <n> retained_mib_per_cycle <x> digest <hex>
+// live_bytes is what the cycle held just before dropping its model. With
+// --threads N there is no per-cycle line, but one for the whole run:
+//   threaded <n> cycles_each <n> retained_bytes <n> digest <hex>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mlx/mlx.h"
@@ -33,6 +40,7 @@ struct Config {
   int dim = 512;
   int batch = 8;
   int shapes = 1;
+  int threads = 1;
   bool split = true;
   bool eval_outside = true;
   bool compile = true;
@@ -59,6 +67,8 @@ Config parse(int argc, char** argv) {
       c.batch = value();
     } else if (a == "--shapes") {
       c.shapes = value();
+    } else if (a == "--threads") {
+      c.threads = value();
     } else if (a == "--slices") {
       c.split = false;
     } else if (a == "--no-eval-outside") {
@@ -69,13 +79,13 @@ Config parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--cycles N] [--blocks N] [--dim N] [--batch N] "
-          "[--shapes N] [--slices] [--no-eval-outside] [--no-compile]\n",
+          "[--shapes N] [--threads N] [--slices] [--no-eval-outside] [--no-compile]\n",
           argv[0]);
       std::exit(2);
     }
   }
   if (c.dim % 2 != 0 || c.dim <= 0 || c.blocks <= 0 || c.batch <= 0 ||
-      c.shapes <= 0) {
+      c.shapes <= 0 || c.threads <= 0) {
     std::fprintf(
         stderr, "dim must be even and positive, the other sizes positive\n");
     std::exit(2);
@@ -93,71 +103,134 @@ uint64_t digest(const mx::array& a) {
   return h;
 }
 
-} // namespace
+// One cycle: make the weights, compile a forward pass capturing them, run it
+// on every input, drop it all. Returns the output digest; `live` gets the
+// active memory (relative to `base`) just before the drop.
+uint64_t run_cycle(
+    const Config& cfg,
+    const std::vector<mx::array>& inputs,
+    size_t base,
+    long long& live) {
+  uint64_t d = 0;
+  std::vector<mx::array> weights;
+  for (int i = 0; i < cfg.blocks; ++i) {
+    weights.push_back(mx::random::normal(
+        {cfg.dim, cfg.dim}, mx::float32, mx::random::key(1 + i)));
+  }
+  // Weights are captured by value, as a Python closure captures them.
+  auto forward = [weights, split = cfg.split](const std::vector<mx::array>& in) {
+    auto x = in[0];
+    for (auto& w : weights) {
+      auto h = mx::matmul(x, w);
+      auto half = h.shape(-1) / 2;
+      mx::array a = h, b = h;
+      if (split) {
+        auto parts = mx::split(h, 2, -1);
+        a = parts[0];
+        b = parts[1];
+      } else {
+        a = mx::slice(h, {0, 0}, {h.shape(0), half});
+        b = mx::slice(h, {0, half}, {h.shape(0), h.shape(1)});
+      }
+      x = mx::concatenate({b, a}, -1);
+    }
+    return std::vector<mx::array>{x};
+  };
+  if (cfg.eval_outside) {
+    mx::eval(weights);
+  }
+  std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn =
+      forward;
+  if (cfg.compile) {
+    fn = mx::compile(forward);
+  }
+  for (auto& x : inputs) {
+    auto out = fn({x})[0];
+    mx::eval(out);
+    d = d * 31 + digest(out);
+  }
+  mx::synchronize();
+  live = static_cast<long long>(mx::get_active_memory()) -
+      static_cast<long long>(base);
+  return d;
+}
 
-int main(int argc, char** argv) {
-  auto cfg = parse(argc, argv);
+std::vector<mx::array> make_inputs(const Config& cfg) {
   std::vector<mx::array> inputs;
   for (int i = 0; i < cfg.shapes; ++i) {
     inputs.push_back(mx::random::normal(
         {cfg.batch * (i + 1), cfg.dim}, mx::float32, mx::random::key(0)));
   }
   mx::eval(inputs);
+  return inputs;
+}
 
+} // namespace
+
+int main(int argc, char** argv) {
+  auto cfg = parse(argc, argv);
+
+  if (cfg.threads > 1) {
+    mx::synchronize();
+    auto base = mx::get_active_memory();
+    std::vector<uint64_t> digests(cfg.threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < cfg.threads; ++t) {
+      pool.emplace_back([&, t] {
+        auto inputs = make_inputs(cfg);
+        for (int cycle = 0; cycle < cfg.cycles; ++cycle) {
+          long long live = 0;
+          auto d = run_cycle(cfg, inputs, 0, live);
+          if (cycle > 0 && d != digests[t]) {
+            std::fprintf(stderr, "thread %d cycle %d: other output\n", t, cycle);
+            std::exit(1);
+          }
+          digests[t] = d;
+        }
+      });
+    }
+    for (auto& t : pool) {
+      t.join();
+    }
+    for (auto d : digests) {
+      if (d != digests[0]) {
+        std::fprintf(stderr, "threads computed different outputs\n");
+        return 1;
+      }
+    }
+    mx::synchronize();
+    long long retained = static_cast<long long>(mx::get_active_memory()) -
+        static_cast<long long>(base);
+    std::printf(
+        "threaded %d cycles_each %d retained_bytes %lld digest %016llx\n",
+        cfg.threads,
+        cfg.cycles,
+        retained,
+        static_cast<unsigned long long>(digests[0]));
+    return 0;
+  }
+
+  auto inputs = make_inputs(cfg);
   double total = 0;
   uint64_t first_digest = 0;
   for (int cycle = 0; cycle < cfg.cycles; ++cycle) {
     mx::synchronize();
     auto base = mx::get_active_memory();
-    uint64_t d = 0;
-    {
-      std::vector<mx::array> weights;
-      for (int i = 0; i < cfg.blocks; ++i) {
-        weights.push_back(mx::random::normal(
-            {cfg.dim, cfg.dim}, mx::float32, mx::random::key(1 + i)));
-      }
-      // Weights are captured by value, as a Python closure captures them.
-      auto forward = [weights, split = cfg.split](const std::vector<mx::array>& in) {
-        auto x = in[0];
-        for (auto& w : weights) {
-          auto h = mx::matmul(x, w);
-          auto half = h.shape(-1) / 2;
-          mx::array a = h, b = h;
-          if (split) {
-            auto parts = mx::split(h, 2, -1);
-            a = parts[0];
-            b = parts[1];
-          } else {
-            a = mx::slice(h, {0, 0}, {h.shape(0), half});
-            b = mx::slice(h, {0, half}, {h.shape(0), h.shape(1)});
-          }
-          x = mx::concatenate({b, a}, -1);
-        }
-        return std::vector<mx::array>{x};
-      };
-      if (cfg.eval_outside) {
-        mx::eval(weights);
-      }
-      std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn =
-          forward;
-      if (cfg.compile) {
-        fn = mx::compile(forward);
-      }
-      for (auto& x : inputs) {
-        auto out = fn({x})[0];
-        mx::eval(out);
-        d = d * 31 + digest(out);
-      }
-    }
+    long long live = 0;
+    auto d = run_cycle(cfg, inputs, base, live);
     mx::synchronize();
-    auto now = mx::get_active_memory();
-    long long retained = static_cast<long long>(now) - static_cast<long long>(base);
+    long long retained = static_cast<long long>(mx::get_active_memory()) -
+        static_cast<long long>(base);
     total += static_cast<double>(retained);
     if (cycle == 0) {
       first_digest = d;
     }
-    std::printf("cycle %d retained_bytes %lld digest %016llx\n", cycle, retained,
-                static_cast<unsigned long long>(d));
+    std::printf(
+        "cycle %d retained_bytes %lld live_bytes %lld digest %016llx\n",
+        cycle,
+        retained,
+        live,
+        static_cast<unsigned long long>(d));
     std::fflush(stdout);
   }
   std::printf("summary cycles %d retained_mib_per_cycle %.2f digest %016llx\n",

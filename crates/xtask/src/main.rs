@@ -96,7 +96,7 @@ fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn prefix(args: &[String]) -> Result<()> {
-    let [variant] = args else { return Err("usage: cargo xtask prefix <patched|pristine>".into()) };
+    let [variant] = args else { return Err("usage: cargo xtask prefix <variant>   (patched, pristine)".into()) };
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
     println!("{}", mlx.prefix.display());
@@ -116,6 +116,8 @@ fn mlx_tests(args: &[String]) -> Result<()> {
 /// where the leak checks must see the leak.
 fn test() -> Result<()> {
     deps::install()?;
+    let report = target_dir()?.join("suite-report");
+    let _ = std::fs::remove_dir_all(&report);
     let mut patched = cargo();
     patched.args(["test", "--workspace", "--no-fail-fast"]);
     let mut control = cargo();
@@ -137,6 +139,7 @@ fn test() -> Result<()> {
     let upstream = upstream::upstream_pr(&[]);
     passed += upstream.is_ok() as u32;
     failed += upstream.is_err() as u32;
+    print_summary(&report.join("rows.tsv"));
     println!("\nxtask test: {passed} passed, {failed} failed");
     outcome.and(upstream)
 }
@@ -162,3 +165,60 @@ fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus
 
 /// Test targets whose expectations depend on the variant the Rust API links.
 const PRISTINE_PASS: &[&str] = &["rust_api_leak", "semantics"];
+
+/// The table the leak tests left in `rows.tsv`: per scenario, the bytes each
+/// variant retained per cycle, and whether all variants computed the same bits.
+fn print_summary(rows: &std::path::Path) {
+    let Ok(text) = std::fs::read_to_string(rows) else {
+        println!("\n(no leak test wrote a summary row)");
+        return;
+    };
+    let fmt = |bytes: f64| match bytes {
+        b if b == 0.0 => "0".to_string(),
+        b if b.abs() < 10240.0 => format!("{b:.0} B"),
+        b => format!("{:.2} MiB", b / 1048576.0),
+    };
+    let mut names: Vec<String> = Vec::new();
+    let mut table = Vec::new();
+    let mut notes = Vec::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols[0] == "note" {
+            notes.push(cols[1..].join(" "));
+            continue;
+        }
+        let mut cells = Vec::new();
+        let mut identical = "?";
+        for cell in &cols[1..] {
+            let Some((key, value)) = cell.split_once('=') else { continue };
+            if key == "bit-identical" {
+                identical = value;
+            } else {
+                if !names.iter().any(|n| n == key) {
+                    names.push(key.to_string());
+                }
+                cells.push((key.to_string(), fmt(value.parse().unwrap_or(f64::NAN))));
+            }
+        }
+        table.push((cols[0].to_string(), cells, identical.to_string()));
+    }
+    let width = table.iter().map(|r| r.0.len()).max().unwrap_or(8).max(8);
+    println!("\nRetained per cycle (active memory after synchronize), by variant:\n");
+    let mut header = format!("{:width$}", "scenario");
+    for n in &names {
+        header += &format!(" | {n:>12}");
+    }
+    println!("{header} | bit-identical");
+    println!("{}", "-".repeat(header.len() + 16));
+    for (scenario, cells, identical) in &table {
+        let mut line = format!("{scenario:width$}");
+        for n in &names {
+            let v = cells.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()).unwrap_or("-");
+            line += &format!(" | {v:>12}");
+        }
+        println!("{line} | {identical}");
+    }
+    for n in notes {
+        println!("{n}");
+    }
+}

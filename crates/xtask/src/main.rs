@@ -3,6 +3,7 @@
 mod candidate;
 mod demo;
 mod deps;
+mod rebase;
 mod upstream;
 
 use mlx_patched::{Env, Options, Variant};
@@ -21,8 +22,11 @@ usage: cargo xtask <command>
   mlx-tests <variant>         run MLX's own C++ test suite built from that variant
   upstream-pr [--out DIR]     check that the patch series applies with `git am` onto a clean
                               upstream tree and leave that branch in DIR for review/sending
-  rebase <carrier-version>    dry run: does the series apply to the upstream tree carried by
-                              that version of the carrier crate? (prints its tree id)
+  rebase --to <version|dir> [--series DIR] [--apply] [--no-suite]
+                              replay the series onto another upstream tree (a carrier crate
+                              version or a checkout), build and measure both variants there,
+                              run the suite against it and give a verdict per patch: still
+                              needed, redundant or broken. --apply moves the pin.
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it
 ";
@@ -39,7 +43,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("mlx-tests") => mlx_tests(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
-        Some("rebase") => upstream::rebase(rest),
+        Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");

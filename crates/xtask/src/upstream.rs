@@ -1,12 +1,11 @@
-//! Upstream-facing workflows: the series as a branch for a pull request, and
-//! a dry run of the series against another upstream tree.
+//! The series as a branch for an upstream pull request.
 
-use crate::{target_dir, workspace_root, Result};
+use crate::{target_dir, Result};
 use mlx_patched::{patch, pin, Env};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
         .current_dir(dir)
         .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
@@ -26,20 +25,24 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// A fresh repository holding the pinned upstream tree as one commit, with
-/// the series applied by `git am`: exactly what a maintainer would do.
+/// Writes `<out>/series/` (the patches, `git format-patch` form, tests
+/// included), `<out>/pull-request.md` (the description, with the figures of
+/// the last suite run), and `<out>/tree/`: a fresh repository holding the
+/// pinned upstream tree as one commit with the series applied by `git am`,
+/// exactly what a maintainer would do.
 pub fn upstream_pr(args: &[String]) -> Result<()> {
-    let out = match args {
+    let dir = match args {
         [] => target_dir()?.join("upstream-pr"),
         [flag, dir] if flag == "--out" => PathBuf::from(dir),
         _ => return Err("usage: cargo xtask upstream-pr [--out DIR]".into()),
     };
     let upstream = mlx_patched::upstream(&Env::process()).map_err(|e| e.to_string())?;
-    let series = patch::series(&patch::series_dir()).map_err(|e| e.to_string())?;
+    let series = patch::series(&crate::options()?.patches_dir).map_err(|e| e.to_string())?;
     if series.is_empty() {
         return Err("patches/ holds no patch: nothing to send upstream".into());
     }
-    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("tree");
     mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
     git(&out, &["init", "-q", "-b", "main"])?;
     git(&out, &["add", "-A"])?;
@@ -63,13 +66,20 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     if !long.is_empty() {
         return Err(format!("added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
     }
+    let series_out = dir.join("series");
+    git(&out, &["format-patch", "-q", "--zero-commit", "-o", &series_out.display().to_string(), &format!("HEAD~{}", series.len())])?;
+    let stat = git(&out, &["diff", "--stat", &format!("HEAD~{}", series.len())])?;
+    let subjects = git(&out, &["log", "--reverse", "--format=%B%n----", &format!("HEAD~{}..HEAD", series.len())])?;
+    std::fs::write(dir.join("pull-request.md"), description(&subjects, &stat)).map_err(|e| e.to_string())?;
     println!(
         "\nThe series applies with `git am` onto upstream v{} (commit {}, tree {}).\n\
-         Branch `main` of {} holds it; push it to your fork of ml-explore/mlx and open the pull request\n\
-         (rebase onto upstream main first: `git -C {} rebase --onto <upstream-main> HEAD~{}`).",
+         {}/series holds it, {}/pull-request.md the description; branch `main` of {} is the applied tree\n\
+         (rebase onto upstream main before opening the pull request: `git -C {} rebase --onto <upstream-main> HEAD~{}`).",
         pin::UPSTREAM_VERSION,
         pin::UPSTREAM_COMMIT,
         upstream.tree_id,
+        dir.display(),
+        dir.display(),
         out.display(),
         out.display(),
         series.len()
@@ -77,36 +87,32 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Dry run of a rebase: fetch the tree another carrier version holds, print
-/// its tree id, and check each patch against it in order.
-pub fn rebase(args: &[String]) -> Result<()> {
-    let [version] = args else { return Err("usage: cargo xtask rebase <carrier-version>   (e.g. 0.2.17 carries upstream 0.32.2)".into()) };
-    let probe = target_dir()?.join("rebase").join(version);
-    std::fs::create_dir_all(probe.join("src")).map_err(|e| e.to_string())?;
-    std::fs::write(probe.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"rebase-probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
-             [target.'cfg(any())'.dependencies]\n{} = \"={version}\"\n",
-            pin::CARRIER_CRATE
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let tree = mlx_patched::carrier_dir(&cargo, &probe.join("Cargo.toml"), version).map_err(|e| e.to_string())?;
-    let tree_id = mlx_patched::tree_id(&tree).map_err(|e| e.to_string())?;
-    println!("{} {version}: upstream tree {tree_id} in {}", pin::CARRIER_CRATE, tree.display());
-    let staging = probe.join("tree");
-    let _ = std::fs::remove_dir_all(&staging);
-    mlx_patched::copy_tree(&tree, &staging).map_err(|e| e.to_string())?;
-    let series = patch::series(&patch::series_dir()).map_err(|e| e.to_string())?;
-    patch::apply_series(&staging, &series, &format!("tree {tree_id}"), None).map_err(|e| e.to_string())?;
-    println!(
-        "all {} patches apply. To move the pin: set mlx-patched/src/pin.rs (version, commit, tree {tree_id}, carrier {version}) \
-         and the carrier requirement in mlx-patched/Cargo.toml, then `cargo xtask test` (see {}).",
-        series.len(),
-        workspace_root().join("README.md").display()
-    );
-    Ok(())
+/// The pull-request description: the commit messages (problem, mechanism,
+/// fix), how to reproduce, and the before/after table of the last suite run.
+fn description(messages: &str, stat: &str) -> String {
+    let mut text = String::from("## Compiled functions leak captured arrays through multi-output primitives\n\n");
+    for message in messages.split("\n----").map(str::trim).filter(|m| !m.is_empty()) {
+        let (subject, body) = message.split_once('\n').unwrap_or((message, ""));
+        text += &format!("### {subject}\n\n{}\n\n", body.trim());
+    }
+    text += "### Reproduction\n\n\
+        Evaluate some arrays, compile a function that closes over them and calls `split` (or any\n\
+        op built with `array::make_arrays`), call it once and drop everything: on Linux CPU,\n\
+        `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
+        slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
+    let rows = target_dir().map(|t| t.join("suite-report/rows.tsv")).ok().and_then(|p| std::fs::read_to_string(p).ok());
+    match rows {
+        Some(rows) => {
+            text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";
+            for line in rows.lines().filter(|l| !l.starts_with("note")) {
+                let cols: Vec<&str> = line.split('\t').collect();
+                let cell = |key: &str| cols.iter().find_map(|c| c.strip_prefix(&format!("{key}="))).unwrap_or("-");
+                text += &format!("| {} | {} | {} | {} |\n", cols[0], cell("pristine"), cell("patched"), cell("bit-identical"));
+            }
+            text += "\n";
+        }
+        None => text += "(Run `cargo xtask test` first for the before/after figures.)\n\n",
+    }
+    text += &format!("### Changes\n\n```\n{stat}\n```\n");
+    text
 }

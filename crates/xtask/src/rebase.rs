@@ -1,0 +1,343 @@
+//! `cargo xtask rebase --to <carrier-version | path> [--series DIR] [--apply] [--no-suite]`
+//!
+//! 1. Materializes the target upstream tree (a carrier crate version, fetched
+//!    by cargo, or an upstream checkout) and records its git tree id.
+//! 2. Replays the series onto it in a scratch repository: the pinned tree
+//!    with the series committed by `git am`, then each commit cherry-picked
+//!    onto the target tree. Each patch is reported as applying cleanly, with
+//!    a 3-way merge, or with conflicts (the conflicting hunks are printed).
+//!    `--series DIR` replays a hand-ported series instead of `patches/`.
+//! 3. Builds the target's control (upstream untouched) and, if the series
+//!    applies, its patched variant, and measures the report's scenario on
+//!    both. With `--series` or a clean replay it runs the whole suite against
+//!    the target too. Verdict: still needed, redundant, or broken.
+//! 4. `--apply` (only after "still needed" with the suite passing) moves the
+//!    pin and writes the refreshed series; on any failure it restores every
+//!    file it touched.
+//!
+//! Everything lands in `target/rebase/<label>/`, including `report.md`.
+
+use crate::upstream::git;
+use crate::{cargo, target_dir, workspace_root, Result};
+use mlx_patched::{patch, pin};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const USAGE: &str = "usage: cargo xtask rebase --to <carrier-version | upstream-dir> [--series DIR] [--apply] [--no-suite]";
+
+struct Args {
+    to: String,
+    series: Option<PathBuf>,
+    apply: bool,
+    suite: bool,
+}
+
+fn parse(args: &[String]) -> Result<Args> {
+    let mut a = Args { to: String::new(), series: None, apply: false, suite: true };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--to" => a.to = it.next().ok_or(USAGE)?.clone(),
+            "--series" => a.series = Some(PathBuf::from(it.next().ok_or(USAGE)?)),
+            "--apply" => a.apply = true,
+            "--no-suite" => a.suite = false,
+            // The old form: `rebase <carrier-version>`.
+            v if a.to.is_empty() && !v.starts_with('-') => a.to = v.to_string(),
+            _ => return Err(USAGE.into()),
+        }
+    }
+    if a.to.is_empty() {
+        return Err(USAGE.into());
+    }
+    Ok(a)
+}
+
+/// The target tree: a directory, or the tree a carrier version holds.
+fn target_tree(to: &str, work: &Path) -> Result<(PathBuf, Option<String>)> {
+    let dir = Path::new(to);
+    if dir.is_dir() {
+        let upstream = mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string())?;
+        return Ok((upstream.dir, None));
+    }
+    if !to.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!("`{to}` is neither a directory nor a version of {}", pin::CARRIER_CRATE));
+    }
+    let probe = work.join("carrier");
+    std::fs::create_dir_all(probe.join("src")).map_err(|e| e.to_string())?;
+    std::fs::write(probe.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
+    std::fs::write(
+        probe.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"rebase-probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
+             [target.'cfg(any())'.dependencies]\n{} = \"={to}\"\n",
+            pin::CARRIER_CRATE
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let cargo_bin = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tree = mlx_patched::carrier_dir(&cargo_bin, &probe.join("Cargo.toml"), to).map_err(|e| e.to_string())?;
+    Ok((tree, Some(to.to_string())))
+}
+
+/// The upstream version a tree declares in `mlx/version.h`.
+fn tree_version(tree: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(tree.join("mlx/version.h")).map_err(|e| format!("cannot read mlx/version.h: {e}"))?;
+    let part = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("#define MLX_VERSION_{name} ")))
+            .map(|v| v.trim().to_string())
+            .ok_or(format!("mlx/version.h has no MLX_VERSION_{name}"))
+    };
+    Ok(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
+}
+
+#[derive(Debug, PartialEq)]
+enum Replay {
+    Clean,
+    ThreeWay,
+    Conflict(String),
+}
+
+/// Replays `series` (written against the pinned tree `base`) onto `target`
+/// in a scratch repository; writes the refreshed patches to `out`.
+fn replay(base: &Path, target: &Path, series: &[PathBuf], repo: &Path, out: &Path) -> Result<Vec<(String, Replay)>> {
+    let _ = std::fs::remove_dir_all(repo);
+    std::fs::create_dir_all(repo).map_err(|e| e.to_string())?;
+    git(repo, &["init", "-q", "-b", "pinned"])?;
+    let load = |tree: &Path, message: &str| -> Result<()> {
+        // Replace the work tree with `tree`, keep .git.
+        for entry in std::fs::read_dir(repo).map_err(|e| e.to_string())? {
+            let p = entry.map_err(|e| e.to_string())?.path();
+            if p.file_name() != Some(".git".as_ref()) {
+                if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) }.map_err(|e| e.to_string())?;
+            }
+        }
+        mlx_patched::copy_tree(tree, repo).map_err(|e| e.to_string())?;
+        git(repo, &["add", "-A"])?;
+        git(repo, &["commit", "-q", "--allow-empty", "-m", message])?;
+        Ok(())
+    };
+    load(base, "pinned upstream")?;
+    if !series.is_empty() {
+        let mut am = vec!["am", "--quiet"];
+        let paths: Vec<String> = series.iter().map(|p| p.display().to_string()).collect();
+        am.extend(paths.iter().map(String::as_str));
+        git(repo, &am).map_err(|e| format!("the series does not apply to the pinned tree itself: {e}"))?;
+    }
+    let commits: Vec<String> = git(repo, &["rev-list", "--reverse", "HEAD~{n}..HEAD".replace("{n}", &series.len().to_string()).as_str()])
+        .map(|s| s.lines().map(String::from).collect())
+        .unwrap_or_default();
+    git(repo, &["checkout", "-q", "--orphan", "target"])?;
+    load(target, "target upstream")?;
+    let mut results = Vec::new();
+    for (file, commit) in series.iter().zip(&commits) {
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let clean = Command::new("git").current_dir(repo).args(["apply", "--check"]).arg(file).output().map(|o| o.status.success()).unwrap_or(false);
+        match git(repo, &["cherry-pick", "--allow-empty", commit]) {
+            Ok(_) => results.push((name, if clean { Replay::Clean } else { Replay::ThreeWay })),
+            Err(_) => {
+                let hunks = git(repo, &["diff"]).unwrap_or_default();
+                let _ = git(repo, &["cherry-pick", "--abort"]);
+                results.push((name, Replay::Conflict(hunks)));
+                return Ok(results);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(out);
+    if !series.is_empty() {
+        git(repo, &["format-patch", "-q", "--zero-commit", "-o", &out.display().to_string(), &format!("HEAD~{}", series.len())])?;
+    } else {
+        std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
+    }
+    Ok(results)
+}
+
+/// Retained bytes per cycle of the report's scenario on a built prefix.
+fn scenario_on(prefix_lib: &Artifact, work: &Path) -> Result<Vec<i64>> {
+    let exe = work.join(format!("leak_scenario-{}", prefix_lib.0.name));
+    let src = workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
+    mlx_patched::compile_program(&prefix_lib.0, &src, &exe, &mlx_patched::Env::process()).map_err(|e| e.to_string())?;
+    let out = Command::new(&exe).args(["--cycles", "3"]).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("{} failed: {}", exe.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.first() == Some(&"cycle")).then(|| w[3].parse().unwrap_or(-1))
+        })
+        .collect())
+}
+
+struct Artifact(mlx_patched::Artifacts);
+
+/// The environment that points a build at the target tree and series.
+fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
+    cmd.env("MLX_SOURCE_DIR", tree).env("MLX_PATCHED_SERIES_DIR", series).env("MLX_PATCHED_BUILD_DIR", work.join("mlx"));
+}
+
+fn build_variant(variant: &str, tree: &Path, series: &Path, work: &Path) -> Result<Artifact> {
+    // Through the library, with the target's environment.
+    let mut opts = mlx_patched::Options::from_env(mlx_patched::Env::process(), &target_dir()?, false);
+    opts.root = work.join("mlx");
+    opts.patches_dir = series.to_path_buf();
+    std::env::set_var("MLX_SOURCE_DIR", tree);
+    let v = mlx_patched::Variant::parse(variant).map_err(|e| e.to_string())?;
+    let built = mlx_patched::build(v, &opts).map_err(|e| e.to_string());
+    std::env::remove_var("MLX_SOURCE_DIR");
+    Ok(Artifact(built?))
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let a = parse(args)?;
+    let root = target_dir()?.join("rebase");
+    let label = a.to.trim_end_matches('/').rsplit('/').next().unwrap_or("target").to_string();
+    let work = root.join(&label);
+    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    let mut report = String::new();
+
+    let (tree, carrier_version) = target_tree(&a.to, &work)?;
+    let tree_id = mlx_patched::tree_id(&tree).map_err(|e| e.to_string())?;
+    let version = tree_version(&tree)?;
+    let pinned = mlx_patched::upstream(&mlx_patched::Env::process()).map_err(|e| e.to_string())?;
+    writeln!(report, "# Rebase from MLX v{} to v{version}\n", pin::UPSTREAM_VERSION).unwrap();
+    writeln!(report, "- from: tree `{}` ({} ={})", pinned.tree_id, pin::CARRIER_CRATE, pin::CARRIER_VERSION).unwrap();
+    match &carrier_version {
+        Some(v) => writeln!(report, "- to: tree `{tree_id}` ({} ={v})", pin::CARRIER_CRATE).unwrap(),
+        None => writeln!(report, "- to: tree `{tree_id}` ({})", tree.display()).unwrap(),
+    }
+
+    let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
+    let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
+    writeln!(report, "- series: {} ({} patches)\n\n## Replay onto the target\n", series_dir.display(), series.len()).unwrap();
+    let refreshed = work.join("series");
+    let replayed = replay(&pinned.dir, &tree, &series, &work.join("repo"), &refreshed)?;
+    let mut conflict = false;
+    for (name, r) in &replayed {
+        match r {
+            Replay::Clean => writeln!(report, "- `{name}`: applies cleanly").unwrap(),
+            Replay::ThreeWay => writeln!(report, "- `{name}`: applies with a 3-way merge").unwrap(),
+            Replay::Conflict(hunks) => {
+                conflict = true;
+                writeln!(report, "- `{name}`: **conflicts**\n\n```diff\n{}\n```", hunks.trim()).unwrap();
+            }
+        }
+    }
+    print!("{report}");
+
+    // The control: the target upstream with no patch at all.
+    let empty = work.join("empty-series");
+    std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
+    let control = build_variant("pristine", &tree, &empty, &work.join("upstream"))?;
+    let control_leak = scenario_on(&control, &work)?;
+    let control_leaks = control_leak.iter().all(|&b| b >= 24 << 20);
+    let mut section = format!("\n## Measured on the target\n\n- upstream v{version} untouched, report's scenario: {control_leak:?} bytes retained per cycle\n");
+
+    let verdict;
+    let mut suite_ok = false;
+    if conflict {
+        verdict = if control_leaks {
+            "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string()
+        } else {
+            "redundant: upstream no longer leaks (and the series conflicts with upstream's own change); drop the series".to_string()
+        };
+    } else {
+        let patched = build_variant("patched", &tree, &refreshed, &work)?;
+        let patched_leak = scenario_on(&patched, &work)?;
+        writeln!(section, "- patched v{version}: {patched_leak:?} bytes retained per cycle").unwrap();
+        if a.suite {
+            section += "- the regression suite against the target (pristine and patched of the target):\n";
+            let mut test = cargo();
+            test.args(["xtask", "test"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
+            target_env(&mut test, &tree, &refreshed, &work);
+            let out = test.output().map_err(|e| e.to_string())?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            std::fs::write(work.join("suite.log"), &*stdout).map_err(|e| e.to_string())?;
+            suite_ok = out.status.success();
+            let tail: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Retained per cycle")).collect();
+            writeln!(section, "\n```\n{}\n```", tail.join("\n")).unwrap();
+        }
+        verdict = if !control_leaks {
+            "redundant: upstream no longer leaks; drop the series".to_string()
+        } else if patched_leak.iter().all(|&b| b == 0) && (suite_ok || !a.suite) {
+            "still needed: upstream leaks, the patched target does not".to_string()
+        } else {
+            "broken: the patched target still leaks or the suite fails".to_string()
+        };
+    }
+    section += &format!("\n## Verdict\n\n{verdict}\n");
+    print!("{section}");
+    report += &section;
+    std::fs::write(work.join("report.md"), &report).map_err(|e| e.to_string())?;
+    println!("\n(report in {})", work.join("report.md").display());
+
+    if a.apply {
+        if !verdict.starts_with("still needed") || !suite_ok {
+            return Err("--apply needs the verdict `still needed` with the suite passing; nothing changed".into());
+        }
+        let carrier = carrier_version.ok_or("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
+        apply(&version, &tree_id, &carrier, &refreshed)?;
+        println!("moved the pin to MLX v{version} ({} ={carrier}, tree {tree_id}) and refreshed patches/", pin::CARRIER_CRATE);
+    }
+    Ok(())
+}
+
+/// Moves the pin and replaces the series, restoring every file on failure.
+fn apply(version: &str, tree_id: &str, carrier: &str, refreshed: &Path) -> Result<()> {
+    let root = workspace_root();
+    let files = ["mlx-patched/src/pin.rs", "mlx-patched/Cargo.toml", "Cargo.lock"];
+    let saved: Vec<(PathBuf, Vec<u8>)> = files.iter().map(|f| root.join(f)).map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
+    let patches = patch::series_dir();
+    let saved_series: Vec<(PathBuf, Vec<u8>)> =
+        patch::series(&patches).map_err(|e| e.to_string())?.into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
+    let restore = || {
+        for (p, bytes) in saved.iter().chain(&saved_series) {
+            let _ = std::fs::write(p, bytes);
+        }
+        if let Ok(now) = patch::series(&patches) {
+            for p in now.iter().filter(|p| !saved_series.iter().any(|(s, _)| s == *p)) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    };
+    let result = (|| -> Result<()> {
+        let pin_rs = root.join(files[0]);
+        let mut text = std::fs::read_to_string(&pin_rs).map_err(|e| e.to_string())?;
+        let set = |text: &mut String, name: &str, value: &str| {
+            let start = text.find(&format!("pub const {name}: &str = \"")).expect("pin constant");
+            let open = start + text[start..].find('"').unwrap() + 1;
+            let close = open + text[open..].find('"').unwrap();
+            text.replace_range(open..close, value);
+        };
+        set(&mut text, "UPSTREAM_VERSION", version);
+        set(&mut text, "UPSTREAM_COMMIT", &format!("(not recorded by {} ={carrier}; see the rebase report)", pin::CARRIER_CRATE));
+        set(&mut text, "UPSTREAM_TREE_ID", tree_id);
+        set(&mut text, "CARRIER_VERSION", carrier);
+        std::fs::write(&pin_rs, text).map_err(|e| e.to_string())?;
+        let manifest = root.join(files[1]);
+        let m = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, pin::CARRIER_VERSION);
+        if !m.contains(&old) {
+            return Err(format!("{} does not declare `{old}`", manifest.display()));
+        }
+        std::fs::write(&manifest, m.replace(&old, &format!("{} = \"={carrier}\"", pin::CARRIER_CRATE))).map_err(|e| e.to_string())?;
+        for (p, _) in &saved_series {
+            std::fs::remove_file(p).map_err(|e| e.to_string())?;
+        }
+        for p in patch::series(refreshed).map_err(|e| e.to_string())? {
+            std::fs::copy(&p, patches.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
+        }
+        let status = cargo().args(["update", "--package", pin::CARRIER_CRATE, "--precise", carrier]).status().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("cargo update of {} to {carrier} failed", pin::CARRIER_CRATE));
+        }
+        Ok(())
+    })();
+    if let Err(e) = &result {
+        restore();
+        return Err(format!("{e}; every file was restored"));
+    }
+    result
+}

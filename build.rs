@@ -26,6 +26,7 @@ fn main() -> Result<(), Error> {
         for probe in CPP_PROBES {
             let src = Path::new("crates/probes/cpp").join(format!("{probe}.cpp"));
             println!("cargo:rerun-if-changed={}", src.display());
+            println!("cargo:rerun-if-changed=crates/probes/cpp/transformer_model.h");
             let exe = out_dir.join(format!("{probe}-{}", mlx.name));
             mlx_patched::compile_program(&mlx, &src, &exe, &env)?;
             write!(probes, "{probe}: {:?}, ", exe.display().to_string()).unwrap();

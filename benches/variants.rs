@@ -1,17 +1,39 @@
-//! Patched against pristine in one run: what the extra check on every
-//! assignment costs on graphs full of multi-output groups. Each variant's
-//! C++ `graph_bench` times its own cycles (compile, run, drop, plus an
-//! uncompiled run), so process start-up is not measured. Ends with the
-//! ratio patched / pristine over interleaved rounds.
+//! Patched against pristine in one run, reported as ratios. Each variant's C++
+//! `graph_bench` times its own loops in process (start-up is not measured):
+//!
+//! * `report_cycle`: the report's cycle (make and evaluate 24 MiB of weights,
+//!   compile a forward pass that splits every block, run, drop);
+//! * `teardown`: a 1.2-million-node graph, a third of it outputs of `split`,
+//!   built and dropped without evaluation;
+//! * `assign_siblings` / `assign_plain`: copy and move assignment in a hot
+//!   loop, over outputs of `split` and over single-output arrays;
+//! * `model_forward`: a compiled forward pass of the 192 MiB transformer.
+//!
+//! Criterion measures every variant; then interleaved rounds (both variants
+//! under the same machine load) give the ratio patched / pristine, printed
+//! with its goal. Last, a peer comparison: the report's cycle through this
+//! project's Rust API (patched) against the official Python package at the
+//! pinned version, when it is installed.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mlx_fork::{variant, Variant};
+use mlx_fork::{variant, Variant, MIB, VARIANTS};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-fn timed(variant: &Variant, iters: u64) -> Duration {
-    let out = Command::new(variant.graph_bench).arg(iters.to_string()).output().expect("run graph_bench");
-    assert!(out.status.success(), "{} graph_bench failed", variant.name);
+/// (workload, iterations per measurement, goal: largest patched / pristine).
+const WORKLOADS: &[(&str, u64, f64)] = &[
+    ("report_cycle", 4, 1.02),
+    ("teardown", 1, 1.05),
+    ("assign_siblings", 2000, 1.05),
+    ("assign_plain", 2000, 1.05),
+    ("model_forward", 10, 1.02),
+];
+
+const ROUNDS: usize = 11;
+
+fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
+    let out = Command::new(v.graph_bench).args([workload, &iters.to_string()]).output().expect("run graph_bench");
+    assert!(out.status.success(), "{} graph_bench {workload} failed: {}", v.name, String::from_utf8_lossy(&out.stderr));
     Duration::from_nanos(String::from_utf8_lossy(&out.stdout).trim().parse().expect("nanoseconds"))
 }
 
@@ -21,20 +43,100 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn variants(c: &mut Criterion) {
-    let mut group = c.benchmark_group("compile_run_drop");
-    for v in mlx_fork::VARIANTS {
-        group.bench_function(v.name, |b| b.iter_custom(|iters| timed(v, iters)));
+    for &(workload, unit, _) in WORKLOADS {
+        let mut group = c.benchmark_group(workload);
+        group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+        for v in VARIANTS {
+            group.bench_function(v.name, |b| b.iter_custom(|iters| timed(v, workload, iters * unit)));
+        }
+        group.finish();
     }
-    group.finish();
 
-    // Interleaved rounds, so both variants see the same machine load.
-    let (mut pristine, mut patched) = (Vec::new(), Vec::new());
-    for _ in 0..15 {
-        pristine.push(timed(variant("pristine"), 50).as_secs_f64());
-        patched.push(timed(variant("patched"), 50).as_secs_f64());
+    println!("\npatched / pristine, median of {ROUNDS} interleaved rounds:\n");
+    println!("{:16} | {:>7} | {:>6} | within goal", "workload", "ratio", "goal");
+    println!("{}", "-".repeat(48));
+    let (pristine, patched) = (variant("pristine"), variant("patched"));
+    for &(workload, unit, goal) in WORKLOADS {
+        let ratios: Vec<f64> = (0..ROUNDS)
+            .map(|_| timed(patched, workload, unit).as_secs_f64() / timed(pristine, workload, unit).as_secs_f64())
+            .collect();
+        let r = median(ratios);
+        println!("{workload:16} | {r:7.3} | {goal:6.2} | {}", if r <= goal { "yes" } else { "NO" });
     }
-    let ratios: Vec<f64> = patched.iter().zip(&pristine).map(|(a, b)| a / b).collect();
-    println!("compile_run_drop: patched / pristine = {:.3} (median of 15 interleaved rounds of 50 cycles)", median(ratios));
+    peer_comparison();
+}
+
+/// The official Python package at the pinned version, when installed.
+fn python_mlx_version() -> Option<String> {
+    let out = Command::new("python3").args(["-c", "import mlx.core as mx; print(mx.__version__)"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+const PYTHON_CYCLE: &str = r#"
+import sys, time
+import mlx.core as mx
+cycles = int(sys.argv[1])
+x = mx.random.normal((8, 512), key=mx.random.key(0))
+mx.eval(x)
+retained = []
+start = time.perf_counter_ns()
+for _ in range(cycles):
+    mx.synchronize()
+    base = mx.get_active_memory()
+    weights = [mx.random.normal((512, 512), key=mx.random.key(1 + i)) for i in range(24)]
+    mx.eval(weights)
+    def forward(y):
+        for w in weights:
+            a, b = mx.split(y @ w, 2, axis=-1)
+            y = mx.concatenate([b, a], axis=-1)
+        return y
+    fn = mx.compile(forward)
+    mx.eval(fn(x))
+    del fn, forward, weights
+    mx.synchronize()
+    retained.append(mx.get_active_memory() - base)
+print(time.perf_counter_ns() - start, sum(retained) // cycles)
+"#;
+
+fn peer_comparison() {
+    let pinned = mlx_patched::pin::UPSTREAM_VERSION;
+    println!("\npeer comparison: the report's cycle, this project's Rust API on patched against the official Python package");
+    match python_mlx_version() {
+        Some(v) if v == pinned => {}
+        Some(v) => {
+            println!("skipped: python3 has mlx {v}, not the pinned {pinned} (pip install mlx=={pinned} mlx-cpu=={pinned})");
+            return;
+        }
+        None => {
+            println!("skipped: python3 cannot import mlx (pip install mlx=={pinned} mlx-cpu=={pinned} to compare)");
+            return;
+        }
+    }
+    const CYCLES: usize = 20;
+    let cfg = mlx_probes::Config { cycles: CYCLES, ..mlx_probes::Config::default() };
+    let (mut rust, mut python, mut rust_retained, mut python_retained) = (Vec::new(), Vec::new(), 0, 0);
+    for _ in 0..5 {
+        let start = Instant::now();
+        let cycles = mlx_probes::run(&cfg, |_, _| {}).expect("the Rust API runs the scenario");
+        rust.push(start.elapsed().as_secs_f64());
+        rust_retained = cycles.iter().map(|c| c.retained_bytes).sum::<i64>() / CYCLES as i64;
+        let out = Command::new("python3").args(["-c", PYTHON_CYCLE, &CYCLES.to_string()]).output().expect("run python3");
+        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut fields = text.split_whitespace().map(|f| f.parse::<i64>().expect("integer"));
+        python.push(fields.next().unwrap() as f64 / 1e9);
+        python_retained = fields.next().unwrap();
+    }
+    println!(
+        "Rust API (patched {}) / Python mlx {pinned}: time ratio {:.3} (medians of 5 runs of {CYCLES} cycles: {:.3} s / {:.3} s); \
+         retained per cycle: Rust {:.2} MiB, Python {:.2} MiB",
+        mlx_bridge::MLX_VARIANT,
+        median(rust.clone()) / median(python.clone()),
+        median(rust),
+        median(python),
+        rust_retained as f64 / MIB as f64,
+        python_retained as f64 / MIB as f64
+    );
 }
 
 criterion_group!(benches, variants);

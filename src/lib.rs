@@ -70,7 +70,7 @@ pub fn parse_records(stdout: &str) -> Vec<Record> {
         .lines()
         .filter_map(|line| {
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 2 || words.len() % 2 != 0 {
+            if words.len() < 2 || !words.len().is_multiple_of(2) {
                 return None;
             }
             let fields = words.chunks(2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect();

@@ -20,9 +20,9 @@ fn ablation_matrix_split_eval_compile() {
         for eval_outside in [true, false] {
             for compile in [true, false] {
                 let mut args = REPORT.to_vec();
-                args.extend(split.then_some(None).unwrap_or(Some("--slices")));
-                args.extend(eval_outside.then_some(None).unwrap_or(Some("--no-eval-outside")));
-                args.extend(compile.then_some(None).unwrap_or(Some("--no-compile")));
+                args.extend((!split).then_some("--slices"));
+                args.extend((!eval_outside).then_some("--no-eval-outside"));
+                args.extend((!compile).then_some("--no-compile"));
                 let cell = format!(
                     "{} / {} / {}",
                     if split { "split" } else { "two slices" },

@@ -178,7 +178,7 @@ fn print_summary(rows: &std::path::Path) {
         return;
     };
     let fmt = |bytes: f64| match bytes {
-        b if b == 0.0 => "0".to_string(),
+        0.0 => "0".to_string(),
         b if b.abs() < 10240.0 => format!("{b:.0} B"),
         b => format!("{:.2} MiB", b / 1048576.0),
     };

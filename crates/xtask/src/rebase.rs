@@ -6,7 +6,8 @@
 //!    with the series committed by `git am`, then each commit cherry-picked
 //!    onto the target tree. Each patch is reported as applying cleanly, with
 //!    a 3-way merge, or with conflicts (the conflicting hunks are printed).
-//!    `--series DIR` replays a hand-ported series instead of `patches/`.
+//!    `--series DIR` takes a series already ported to the target instead:
+//!    it is applied with `git am` onto the target tree directly.
 //! 3. Builds the target's control (upstream untouched) and, if the series
 //!    applies, its patched variant, and measures the report's scenario on
 //!    both. With `--series` or a clean replay it runs the whole suite against
@@ -99,9 +100,29 @@ enum Replay {
     Conflict(String),
 }
 
-/// Replays `series` (written against the pinned tree `base`) onto `target`
-/// in a scratch repository; writes the refreshed patches to `out`.
-fn replay(base: &Path, target: &Path, series: &[PathBuf], repo: &Path, out: &Path) -> Result<Vec<(String, Replay)>> {
+/// `git format-patch` of the last `series.len()` commits into `out`, each
+/// file keeping the name of the patch it refreshes.
+fn write_refreshed(repo: &Path, series: &[PathBuf], out: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
+    if series.is_empty() {
+        return Ok(());
+    }
+    let fresh = out.with_extension("format-patch");
+    let _ = std::fs::remove_dir_all(&fresh);
+    git(repo, &["format-patch", "-q", "--zero-commit", "-o", &fresh.display().to_string(), &format!("HEAD~{}", series.len())])?;
+    let written = patch::series(&fresh).map_err(|e| e.to_string())?;
+    for (new, old) in written.iter().zip(series) {
+        std::fs::rename(new, out.join(old.file_name().unwrap())).map_err(|e| e.to_string())?;
+    }
+    let _ = std::fs::remove_dir_all(&fresh);
+    Ok(())
+}
+
+/// Replays `series` (written against the tree `base`) onto `target` in a
+/// scratch repository; writes the refreshed patches to `out`. With `base`
+/// None the series is written for `target` and applied to it directly.
+fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, out: &Path) -> Result<Vec<(String, Replay)>> {
     let _ = std::fs::remove_dir_all(repo);
     std::fs::create_dir_all(repo).map_err(|e| e.to_string())?;
     git(repo, &["init", "-q", "-b", "pinned"])?;
@@ -117,6 +138,22 @@ fn replay(base: &Path, target: &Path, series: &[PathBuf], repo: &Path, out: &Pat
         git(repo, &["add", "-A"])?;
         git(repo, &["commit", "-q", "--allow-empty", "-m", message])?;
         Ok(())
+    };
+    let Some(base) = base else {
+        load(target, "target upstream")?;
+        let mut results = Vec::new();
+        for file in series {
+            let name = file.file_name().unwrap().to_string_lossy().to_string();
+            let path = file.display().to_string();
+            if let Err(e) = git(repo, &["am", "--quiet", &path]) {
+                let _ = git(repo, &["am", "--abort"]);
+                results.push((name, Replay::Conflict(e)));
+                return Ok(results);
+            }
+            results.push((name, Replay::Clean));
+        }
+        write_refreshed(repo, series, out)?;
+        return Ok(results);
     };
     load(base, "pinned upstream")?;
     if !series.is_empty() {
@@ -137,19 +174,17 @@ fn replay(base: &Path, target: &Path, series: &[PathBuf], repo: &Path, out: &Pat
         match git(repo, &["cherry-pick", "--allow-empty", commit]) {
             Ok(_) => results.push((name, if clean { Replay::Clean } else { Replay::ThreeWay })),
             Err(_) => {
-                let hunks = git(repo, &["diff"]).unwrap_or_default();
+                let merged = git(repo, &["diff", "--cached", "--name-only", "--diff-filter=M"]).unwrap_or_default();
+                let unmerged = git(repo, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+                let merged: Vec<&str> = merged.lines().filter(|f| !unmerged.lines().any(|u| u == *f)).collect();
+                let hunks = format!("merged without conflict: {}\n{}", merged.join(", "), git(repo, &["diff"]).unwrap_or_default());
                 let _ = git(repo, &["cherry-pick", "--abort"]);
                 results.push((name, Replay::Conflict(hunks)));
                 return Ok(results);
             }
         }
     }
-    let _ = std::fs::remove_dir_all(out);
-    if !series.is_empty() {
-        git(repo, &["format-patch", "-q", "--zero-commit", "-o", &out.display().to_string(), &format!("HEAD~{}", series.len())])?;
-    } else {
-        std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
-    }
+    write_refreshed(repo, series, out)?;
     Ok(results)
 }
 
@@ -213,15 +248,21 @@ pub fn run(args: &[String]) -> Result<()> {
     let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
     writeln!(report, "- series: {} ({} patches)\n\n## Replay onto the target\n", series_dir.display(), series.len()).unwrap();
     let refreshed = work.join("series");
-    let replayed = replay(&pinned.dir, &tree, &series, &work.join("repo"), &refreshed)?;
+    let base = if a.series.is_some() { None } else { Some(pinned.dir.as_path()) };
+    let replayed = replay(base, &tree, &series, &work.join("repo"), &refreshed)?;
     let mut conflict = false;
     for (name, r) in &replayed {
         match r {
+            Replay::Clean if a.series.is_some() => writeln!(report, "- `{name}` (ported): applies cleanly with `git am`").unwrap(),
             Replay::Clean => writeln!(report, "- `{name}`: applies cleanly").unwrap(),
             Replay::ThreeWay => writeln!(report, "- `{name}`: applies with a 3-way merge").unwrap(),
             Replay::Conflict(hunks) => {
                 conflict = true;
-                writeln!(report, "- `{name}`: **conflicts**\n\n```diff\n{}\n```", hunks.trim()).unwrap();
+                // The hunks quote upstream code: print them, but keep only
+                // the files and hunk headers in the report.
+                println!("conflicting hunks of {name}:\n{}\n", hunks.trim());
+                let headers: Vec<&str> = hunks.lines().filter(|l| l.starts_with("merged") || l.starts_with("diff --") || l.starts_with("@@")).collect();
+                writeln!(report, "- `{name}`: **conflicts**\n\n```\n{}\n```", headers.join("\n")).unwrap();
             }
         }
     }
@@ -272,6 +313,9 @@ pub fn run(args: &[String]) -> Result<()> {
     report += &section;
     std::fs::write(work.join("report.md"), &report).map_err(|e| e.to_string())?;
     println!("\n(report in {})", work.join("report.md").display());
+    if verdict.starts_with("broken") {
+        return Err(format!("verdict: {verdict}"));
+    }
 
     if a.apply {
         if !verdict.starts_with("still needed") || !suite_ok {

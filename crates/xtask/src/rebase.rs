@@ -40,7 +40,10 @@ fn parse(args: &[String]) -> Result<Args> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--to" => a.to = it.next().ok_or(USAGE)?.clone(),
-            "--series" => a.series = Some(PathBuf::from(it.next().ok_or(USAGE)?)),
+            "--series" => {
+                let dir = PathBuf::from(it.next().ok_or(USAGE)?);
+                a.series = Some(dir.canonicalize().map_err(|e| format!("--series {}: {e}", dir.display()))?);
+            }
             "--apply" => a.apply = true,
             "--no-suite" => a.suite = false,
             // The old form: `rebase <carrier-version>`.
@@ -177,7 +180,8 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
                 let merged = git(repo, &["diff", "--cached", "--name-only", "--diff-filter=M"]).unwrap_or_default();
                 let unmerged = git(repo, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
                 let merged: Vec<&str> = merged.lines().filter(|f| !unmerged.lines().any(|u| u == *f)).collect();
-                let hunks = format!("merged without conflict: {}\n{}", merged.join(", "), git(repo, &["diff"]).unwrap_or_default());
+                let merged = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };
+                let hunks = format!("merged without conflict: {merged}\n{}", git(repo, &["diff"]).unwrap_or_default());
                 let _ = git(repo, &["cherry-pick", "--abort"]);
                 results.push((name, Replay::Conflict(hunks)));
                 return Ok(results);
@@ -278,7 +282,9 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let verdict;
     let mut suite_ok = false;
-    if conflict {
+    if conflict && a.series.is_some() {
+        verdict = "broken: the ported series does not apply to the target".to_string();
+    } else if conflict {
         verdict = if control_leaks {
             "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string()
         } else {

@@ -13,6 +13,7 @@
 #include "mlx/device.h"
 #include "mlx/fast.h"
 #include "mlx/linalg.h"
+#include "mlx/version.h"
 #include "mlx/memory.h"
 #include "mlx/ops.h"
 #include "mlx/random.h"
@@ -58,10 +59,19 @@ using ArrayFn = std::function<std::vector<mx::array>(const std::vector<mx::array
 
 // A callable C++ function object over arrays: a Rust closure, or the result
 // of transforming one (compile, vmap, checkpoint, custom_vjp).
+// MLX 0.32 made the compile cache per thread: an entry is erased through
+// the cache it was made in.
+#if MLX_VERSION_NUMERIC >= 32000
+#define MLX_BRIDGE_CACHE_PER_THREAD 1
+#endif
+
 struct Function {
   ArrayFn f;
   // Non-zero for compiled functions: the key of their compile-cache entry.
   std::uintptr_t compile_id = 0;
+#ifdef MLX_BRIDGE_CACHE_PER_THREAD
+  mlx::core::detail::CompileCacheWeakPtr compile_cache;
+#endif
 };
 
 // Opaque Rust types, defined by `ffi/transforms.rs`.
@@ -192,9 +202,7 @@ std::unique_ptr<Array> linalg_norm(const Array& a);
 std::unique_ptr<Function> function_from_rust(rust::Box<RustFn> f);
 std::unique_ptr<ArrayList> function_call(const Function& f, const ArrayList& inputs);
 std::unique_ptr<Function> compile(const Function& f, bool shapeless);
-std::size_t function_compile_id(const Function& f);
-void compile_erase(std::size_t id);
-bool compile_cache_empty();
+void compile_erase(const Function& f);
 std::unique_ptr<Function> vmap(const Function& f, rust::Slice<const std::int32_t> in_axes,
                                rust::Slice<const std::int32_t> out_axes);
 std::unique_ptr<Function> checkpoint(const Function& f);

@@ -36,7 +36,10 @@ std::unique_ptr<Function> compile(const Function& f, bool shapeless) {
   auto id = reinterpret_cast<std::uintptr_t>(out.get());
   auto compiled = mx::detail::compile(f.f, id, shapeless);
   out->compile_id = id;
-  out->f = [compiled = std::move(compiled), id](const std::vector<mx::array>& inputs) {
+#ifdef MLX_BRIDGE_CACHE_PER_THREAD
+  out->compile_cache = mx::detail::compile_cache();
+#endif
+  out->f = [compiled = std::move(compiled), owner = out.get()](const std::vector<mx::array>& inputs) {
     try {
       return compiled(inputs);
     } catch (...) {
@@ -44,23 +47,19 @@ std::unique_ptr<Function> compile(const Function& f, bool shapeless) {
       // an empty entry (no inputs, no tape) stays behind: dead weight, and
       // for a function without inputs every later call would match it and
       // silently return no outputs. Drop it so the next call retraces.
-      mx::detail::compile_erase(id);
+      compile_erase(*owner);
       throw;
     }
   };
   return out;
 }
 
-std::size_t function_compile_id(const Function& f) {
-  return f.compile_id;
-}
-
-void compile_erase(std::size_t id) {
-  mx::detail::compile_erase(id);
-}
-
-bool compile_cache_empty() {
-  return mx::detail::compile_cache_empty();
+void compile_erase(const Function& f) {
+#ifdef MLX_BRIDGE_CACHE_PER_THREAD
+  mx::detail::compile_erase(f.compile_cache, f.compile_id);
+#else
+  mx::detail::compile_erase(f.compile_id);
+#endif
 }
 
 std::unique_ptr<Function> vmap(const Function& f, rust::Slice<const std::int32_t> in_axes,

@@ -46,7 +46,6 @@ where
 /// per thread.
 pub struct CompiledFn {
     func: UniquePtr<raw::Function>,
-    id: usize,
 }
 
 impl CompiledFn {
@@ -64,7 +63,7 @@ impl Drop for CompiledFn {
     fn drop(&mut self) {
         // Before `func` (and the closure) is freed, so the key cannot be
         // reused by a new CompiledFn while its entries still exist.
-        raw::compile_erase(self.id);
+        raw::compile_erase(&self.func);
     }
 }
 
@@ -74,8 +73,7 @@ where
 {
     // MLX only rejects an empty std::function, which `function` never makes.
     let func = raw::compile(&function(f), shapeless).expect("mlx::core::detail::compile rejected a non-empty function");
-    let id = raw::function_compile_id(&func);
-    CompiledFn { func, id }
+    CompiledFn { func }
 }
 
 /// Compiles `f` (`mlx::core::detail::compile` with a key owned by the

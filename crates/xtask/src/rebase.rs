@@ -250,7 +250,9 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
     let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
-    writeln!(report, "- series: {} ({} patches)\n\n## Replay onto the target\n", series_dir.display(), series.len()).unwrap();
+    let shown = series_dir.canonicalize().unwrap_or(series_dir.clone());
+    let shown = shown.strip_prefix(workspace_root()).unwrap_or(&shown).display().to_string();
+    writeln!(report, "- series: `{shown}` ({} patches)\n\n## Replay onto the target\n", series.len()).unwrap();
     let refreshed = work.join("series");
     let base = if a.series.is_some() { None } else { Some(pinned.dir.as_path()) };
     let replayed = replay(base, &tree, &series, &work.join("repo"), &refreshed)?;

@@ -102,11 +102,10 @@ mod bridge {
         fn function_call(f: &Function, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
 
         // `mlx::core::detail::compile` keyed by the returned object's address;
-        // the caller must `compile_erase` that key before dropping it.
+        // the caller must `compile_erase` it before dropping it.
         fn compile(f: &Function, shapeless: bool) -> Result<UniquePtr<Function>>;
-        fn function_compile_id(f: &Function) -> usize;
-        fn compile_erase(id: usize);
-        fn compile_cache_empty() -> bool;
+        // Erases the compile-cache entries of a function `compile` returned.
+        fn compile_erase(f: &Function);
 
         fn vmap(f: &Function, in_axes: &[i32], out_axes: &[i32]) -> Result<UniquePtr<Function>>;
         fn checkpoint(f: &Function) -> Result<UniquePtr<Function>>;

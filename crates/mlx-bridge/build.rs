@@ -39,6 +39,7 @@ fn main() -> Result<(), Error> {
     println!("cargo:lib_dir={lib}");
     println!("cargo:prefix={}", mlx.prefix.display());
     println!("cargo:variant={variant}");
+    println!("cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}", mlx_patched::version_of(&mlx.source_dir)?);
     println!("cargo:rustc-cfg=mlx_variant=\"{variant}\"");
     println!("cargo:rustc-check-cfg=cfg(mlx_variant, values(\"patched\", \"pristine\"))");
     Ok(())

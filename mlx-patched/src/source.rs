@@ -131,3 +131,16 @@ pub fn tree_id(dir: &Path) -> Result<String, Error> {
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
+
+/// The release an MLX tree declares in `mlx/version.h` ("0.32.2").
+pub fn version_of(tree: &Path) -> Result<String, Error> {
+    let header = tree.join("mlx/version.h");
+    let text = std::fs::read_to_string(&header).map_err(|e| Error::new(format!("cannot read {}: {e}", header.display())))?;
+    let part = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("#define MLX_VERSION_{name} ")))
+            .map(|v| v.trim().to_string())
+            .ok_or_else(|| Error::new(format!("{} defines no MLX_VERSION_{name}", header.display())))
+    };
+    Ok(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
+}

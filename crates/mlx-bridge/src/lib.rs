@@ -31,4 +31,7 @@ pub use transforms::{
 };
 
 /// Which MLX build this crate links: `"patched"` or `"pristine"`.
+/// The upstream MLX release the linked library was built from ("0.32.2").
+pub const MLX_VERSION: &str = env!("MLX_BRIDGE_UPSTREAM_VERSION");
+
 pub const MLX_VARIANT: &str = if cfg!(mlx_variant = "pristine") { "pristine" } else { "patched" };

@@ -84,18 +84,6 @@ fn target_tree(to: &str, work: &Path) -> Result<(PathBuf, Option<String>)> {
     Ok((tree, Some(to.to_string())))
 }
 
-/// The upstream version a tree declares in `mlx/version.h`.
-fn tree_version(tree: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(tree.join("mlx/version.h")).map_err(|e| format!("cannot read mlx/version.h: {e}"))?;
-    let part = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("#define MLX_VERSION_{name} ")))
-            .map(|v| v.trim().to_string())
-            .ok_or(format!("mlx/version.h has no MLX_VERSION_{name}"))
-    };
-    Ok(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
-}
-
 #[derive(Debug, PartialEq)]
 enum Replay {
     Clean,
@@ -239,7 +227,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let (tree, carrier_version) = target_tree(&a.to, &work)?;
     let tree_id = mlx_patched::tree_id(&tree).map_err(|e| e.to_string())?;
-    let version = tree_version(&tree)?;
+    let version = mlx_patched::version_of(&tree).map_err(|e| e.to_string())?;
     let pinned = mlx_patched::upstream(&mlx_patched::Env::process()).map_err(|e| e.to_string())?;
     writeln!(report, "# Rebase from MLX v{} to v{version}\n", pin::UPSTREAM_VERSION).unwrap();
     writeln!(report, "- from: tree `{}` ({} ={})", pinned.tree_id, pin::CARRIER_CRATE, pin::CARRIER_VERSION).unwrap();

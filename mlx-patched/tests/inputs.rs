@@ -54,8 +54,9 @@ fn source_dir_override_reports_its_tree_id() {
 fn carrier_with_another_tree_id_is_refused() {
     let dir = scratch("carrier");
     fake_mlx(&dir);
-    let pinned = "daeca1f087e8437eb1a00ed96876728a47e5923a";
+    let pinned = mlx_patched::pin::UPSTREAM_TREE_ID;
     let err = verify_pinned(dir.clone(), pinned).unwrap_err().to_string();
+    assert_ne!(tree_id(&dir).unwrap(), pinned);
     assert!(err.contains("refusing") && err.contains(pinned) && err.contains(&tree_id(&dir).unwrap()), "{err}");
     assert!(verify_pinned(dir.clone(), &tree_id(&dir).unwrap()).is_ok());
 }

@@ -12,6 +12,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("MLX_PATCHED_BUILD_DIR", "where variants are configured, built and installed (default: <target>/mlx)"),
     ("MLX_PATCHED_JOBS", "parallel compile jobs for the MLX build (default: all cores)"),
     ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),
+    ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free (set by cargo xtask rebase for an upstream that fixed the leak)"),
     ("CXX", "C++ compiler for the probe programs linked against a prefix (default: c++)"),
     ("CARGO", "the cargo that runs `cargo metadata` to fetch the carrier crate"),
 ];

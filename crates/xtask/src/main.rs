@@ -140,8 +140,15 @@ fn test() -> Result<()> {
         }
     }
     // The series must stay ready for upstream: `git am` onto a clean tree.
-    let upstream = upstream::upstream_pr(&[]);
-    passed += upstream.is_ok() as u32;
+    // (An empty series, when a rebase checks a fixed upstream, has nothing to send.)
+    let series = mlx_patched::patch::series(&options()?.patches_dir).map_err(|e| e.to_string())?;
+    let upstream = if series.is_empty() {
+        println!("the series is empty: nothing to send upstream");
+        Ok(())
+    } else {
+        upstream::upstream_pr(&[])
+    };
+    passed += (upstream.is_ok() && !series.is_empty()) as u32;
     failed += upstream.is_err() as u32;
     print_summary(&report.join("rows.tsv"));
     println!("\nxtask test: {passed} passed, {failed} failed");

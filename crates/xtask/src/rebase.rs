@@ -272,33 +272,47 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let verdict;
     let mut suite_ok = false;
-    if conflict && a.series.is_some() {
+    // The whole suite against the target, with a series (`None`: none, and
+    // every variant expected leak-free, since upstream itself is fixed).
+    let mut run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
+        let mut test = cargo();
+        test.args(["xtask", "test"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
+        target_env(&mut test, &tree, series, &work);
+        if upstream_fixed {
+            test.env("MLX_FORK_UPSTREAM_FIXED", "1");
+        }
+        let out = test.output().map_err(|e| e.to_string())?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        std::fs::write(work.join("suite.log"), format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr))).map_err(|e| e.to_string())?;
+        let tail: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Retained per cycle")).collect();
+        let tail = if tail.is_empty() { vec![stdout.lines().last().unwrap_or("the suite printed nothing; see suite.log")] } else { tail };
+        writeln!(section, "\n```\n{}\n```", tail.join("\n")).unwrap();
+        Ok(out.status.success())
+    };
+    if !control_leaks {
+        if a.suite {
+            section += "- the regression suite against the target without the series, every variant expected leak-free:\n";
+            suite_ok = run_suite(&empty, true, &mut section)?;
+        }
+        verdict = match (conflict, a.suite, suite_ok) {
+            (_, true, true) => "redundant: upstream no longer leaks and the suite passes without the series; drop it".to_string(),
+            (_, true, false) => "redundant: upstream no longer leaks, but the suite fails on it without the series (see suite.log)".to_string(),
+            (true, false, _) => "redundant: upstream no longer leaks (and the series conflicts with upstream's own change); drop the series".to_string(),
+            (false, false, _) => "redundant: upstream no longer leaks; drop the series".to_string(),
+        };
+    } else if conflict && a.series.is_some() {
         verdict = "broken: the ported series does not apply to the target".to_string();
     } else if conflict {
-        verdict = if control_leaks {
-            "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string()
-        } else {
-            "redundant: upstream no longer leaks (and the series conflicts with upstream's own change); drop the series".to_string()
-        };
+        verdict = "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string();
     } else {
         let patched = build_variant("patched", &tree, &refreshed, &work)?;
         let patched_leak = scenario_on(&patched, &work)?;
         writeln!(section, "- patched v{version}: {patched_leak:?} bytes retained per cycle").unwrap();
         if a.suite {
             section += "- the regression suite against the target (pristine and patched of the target):\n";
-            let mut test = cargo();
-            test.args(["xtask", "test"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
-            target_env(&mut test, &tree, &refreshed, &work);
-            let out = test.output().map_err(|e| e.to_string())?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            std::fs::write(work.join("suite.log"), &*stdout).map_err(|e| e.to_string())?;
-            suite_ok = out.status.success();
-            let tail: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Retained per cycle")).collect();
-            writeln!(section, "\n```\n{}\n```", tail.join("\n")).unwrap();
+            suite_ok = run_suite(&refreshed, false, &mut section)?;
         }
-        verdict = if !control_leaks {
-            "redundant: upstream no longer leaks; drop the series".to_string()
-        } else if patched_leak.iter().all(|&b| b == 0) && (suite_ok || !a.suite) {
+        verdict = if patched_leak.iter().all(|&b| b == 0) && (suite_ok || !a.suite) {
             "still needed: upstream leaks, the patched target does not".to_string()
         } else {
             "broken: the patched target still leaks or the suite fails".to_string()

@@ -72,11 +72,11 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     let subjects = git(&out, &["log", "--reverse", "--format=%B%n----", &format!("HEAD~{}..HEAD", series.len())])?;
     std::fs::write(dir.join("pull-request.md"), description(&subjects, &stat)).map_err(|e| e.to_string())?;
     println!(
-        "\nThe series applies with `git am` onto upstream v{} (commit {}, tree {}).\n\
+        "\nThe series applies with `git am` onto upstream v{} ({}tree {}).\n\
          {}/series holds it, {}/pull-request.md the description; branch `main` of {} is the applied tree\n\
          (rebase onto upstream main before opening the pull request: `git -C {} rebase --onto <upstream-main> HEAD~{}`).",
         pin::UPSTREAM_VERSION,
-        pin::UPSTREAM_COMMIT,
+        recorded_commit().map(|c| format!("commit {c}, ")).unwrap_or_default(),
         upstream.tree_id,
         dir.display(),
         dir.display(),
@@ -115,4 +115,10 @@ fn description(messages: &str, stat: &str) -> String {
     }
     text += &format!("### Changes\n\n```\n{stat}\n```\n");
     text
+}
+
+/// The pinned upstream commit, when the pin records one (a carrier may not).
+fn recorded_commit() -> Option<&'static str> {
+    let c = pin::UPSTREAM_COMMIT;
+    (c.len() == 40 && c.chars().all(|ch| ch.is_ascii_hexdigit())).then_some(c)
 }

@@ -128,7 +128,7 @@ fn peer_comparison() {
         python_retained = fields.next().unwrap();
     }
     println!(
-        "Rust API (patched {}) / Python mlx {pinned}: time ratio {:.3} (medians of 5 runs of {CYCLES} cycles: {:.3} s / {:.3} s); \
+        "Rust API (linked to {}) / Python mlx {pinned}: time ratio {:.3} (medians of 5 runs of {CYCLES} cycles: {:.3} s / {:.3} s); \
          retained per cycle: Rust {:.2} MiB, Python {:.2} MiB",
         mlx_bridge::MLX_VARIANT,
         median(rust.clone()) / median(python.clone()),

@@ -70,7 +70,7 @@ struct Function {
   // Non-zero for compiled functions: the key of their compile-cache entry.
   std::uintptr_t compile_id = 0;
 #ifdef MLX_BRIDGE_CACHE_PER_THREAD
-  mlx::core::detail::CompileCacheWeakPtr compile_cache;
+  mlx::core::detail::CompileCacheWeakPtr compile_cache{};
 #endif
 };
 

@@ -274,7 +274,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut suite_ok = false;
     // The whole suite against the target, with a series (`None`: none, and
     // every variant expected leak-free, since upstream itself is fixed).
-    let mut run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
+    let run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
         let mut test = cargo();
         test.args(["xtask", "test"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
         target_env(&mut test, &tree, series, &work);

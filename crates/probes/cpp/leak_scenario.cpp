@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "probe_output.h"
 
 namespace mx = mlx::core;
 
@@ -93,16 +94,6 @@ Config parse(int argc, char** argv) {
   return c;
 }
 
-// FNV-1a over the raw bytes: equal digests mean bit-identical outputs.
-uint64_t digest(const mx::array& a) {
-  auto bytes = reinterpret_cast<const unsigned char*>(a.data<float>());
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < a.nbytes(); ++i) {
-    h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return h;
-}
-
 // One cycle: make the weights, compile a forward pass capturing them, run it
 // on every input, drop it all. Returns the output digest; `live` gets the
 // active memory (relative to `base`) just before the drop.
@@ -147,11 +138,9 @@ uint64_t run_cycle(
   for (auto& x : inputs) {
     auto out = fn({x})[0];
     mx::eval(out);
-    d = d * 31 + digest(out);
+    d = d * 31 + probe::digest(out);
   }
-  mx::synchronize();
-  live = static_cast<long long>(mx::get_active_memory()) -
-      static_cast<long long>(base);
+  live = probe::active_since(base);
   return d;
 }
 
@@ -198,9 +187,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    mx::synchronize();
-    long long retained = static_cast<long long>(mx::get_active_memory()) -
-        static_cast<long long>(base);
+    long long retained = probe::active_since(base);
     std::printf(
         "threaded %d cycles_each %d retained_bytes %lld digest %016llx\n",
         cfg.threads,
@@ -218,9 +205,7 @@ int main(int argc, char** argv) {
     auto base = mx::get_active_memory();
     long long live = 0;
     auto d = run_cycle(cfg, inputs, base, live);
-    mx::synchronize();
-    long long retained = static_cast<long long>(mx::get_active_memory()) -
-        static_cast<long long>(base);
+    long long retained = probe::active_since(base);
     total += static_cast<double>(retained);
     if (cycle == 0) {
       first_digest = d;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "probe_output.h"
 
 namespace mx = mlx::core;
 
@@ -133,16 +134,6 @@ const std::map<std::string, Op>& ops() {
   return table;
 }
 
-// FNV-1a over the raw bytes: equal digests mean bit-identical outputs.
-uint64_t digest(const mx::array& a) {
-  auto bytes = reinterpret_cast<const unsigned char*>(a.data<float>());
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < a.nbytes(); ++i) {
-    h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return h;
-}
-
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(
       stderr,
@@ -218,17 +209,9 @@ int main(int argc, char** argv) {
       });
       auto out = fn({input})[0];
       mx::eval(out);
-      d = digest(out);
+      d = probe::digest(out);
     }
-    mx::synchronize();
-    long long retained = static_cast<long long>(mx::get_active_memory()) -
-        static_cast<long long>(base);
-    std::printf(
-        "cycle %d retained_bytes %lld digest %016llx\n",
-        cycle,
-        retained,
-        static_cast<unsigned long long>(d));
-    std::fflush(stdout);
+    probe::print_cycle(cycle, probe::active_since(base), d);
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "probe_output.h"
 #include "transformer_model.h"
 
 namespace mx = mlx::core;
@@ -28,15 +29,6 @@ using transformer::forward;
 using transformer::make_model;
 
 namespace {
-
-uint64_t digest(const mx::array& a) {
-  auto bytes = reinterpret_cast<const unsigned char*>(a.data<float>());
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < a.nbytes(); ++i) {
-    h = (h ^ bytes[i]) * 1099511628211ull;
-  }
-  return h;
-}
 
 } // namespace
 
@@ -105,18 +97,10 @@ int main(int argc, char** argv) {
       auto outs = fn({input});
       mx::eval(outs);
       for (auto& o : outs) {
-        d = d * 31 + digest(o);
+        d = d * 31 + probe::digest(o);
       }
     }
-    mx::synchronize();
-    long long retained = static_cast<long long>(mx::get_active_memory()) -
-        static_cast<long long>(base);
-    std::printf(
-        "cycle %d retained_bytes %lld digest %016llx\n",
-        cycle,
-        retained,
-        static_cast<unsigned long long>(d));
-    std::fflush(stdout);
+    probe::print_cycle(cycle, probe::active_since(base), d);
   }
   return 0;
 }

@@ -199,6 +199,12 @@ pub fn build(variant: Variant, opts: &Options) -> Result<Artifacts, Error> {
     build_recipe(&recipe(variant, opts)?, &upstream(&opts.env)?, opts)
 }
 
+/// Builds one variant from a given upstream tree (`cargo xtask rebase`
+/// builds trees other than the pinned one this way).
+pub fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
+    build_recipe(&recipe(variant, opts)?, upstream, opts)
+}
+
 /// Builds every variant of [`VARIANTS`] from one look-up of the upstream tree.
 pub fn build_all(opts: &Options) -> Result<Vec<Artifacts>, Error> {
     let upstream = upstream(&opts.env)?;

@@ -181,10 +181,10 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
 }
 
 /// Retained bytes per cycle of the report's scenario on a built prefix.
-fn scenario_on(prefix_lib: &Artifact, work: &Path) -> Result<Vec<i64>> {
-    let exe = work.join(format!("leak_scenario-{}", prefix_lib.0.name));
+fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
+    let exe = work.join(format!("leak_scenario-{}", mlx.name));
     let src = workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
-    mlx_patched::compile_program(&prefix_lib.0, &src, &exe, &mlx_patched::Env::process()).map_err(|e| e.to_string())?;
+    mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process()).map_err(|e| e.to_string())?;
     let out = Command::new(&exe).args(["--cycles", "3"]).output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!("{} failed: {}", exe.display(), String::from_utf8_lossy(&out.stderr)));
@@ -198,23 +198,18 @@ fn scenario_on(prefix_lib: &Artifact, work: &Path) -> Result<Vec<i64>> {
         .collect())
 }
 
-struct Artifact(mlx_patched::Artifacts);
-
 /// The environment that points a build at the target tree and series.
 fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
     cmd.env("MLX_SOURCE_DIR", tree).env("MLX_PATCHED_SERIES_DIR", series).env("MLX_PATCHED_BUILD_DIR", work.join("mlx"));
 }
 
-fn build_variant(variant: &str, tree: &Path, series: &Path, work: &Path) -> Result<Artifact> {
-    // Through the library, with the target's environment.
+/// Builds `variant` of the upstream `tree` with `series`, under `work/mlx`.
+fn build_variant(variant: mlx_patched::Variant, tree: &Path, series: &Path, work: &Path) -> Result<mlx_patched::Artifacts> {
     let mut opts = mlx_patched::Options::from_env(mlx_patched::Env::process(), &target_dir()?, false);
     opts.root = work.join("mlx");
     opts.patches_dir = series.to_path_buf();
-    std::env::set_var("MLX_SOURCE_DIR", tree);
-    let v = mlx_patched::Variant::parse(variant).map_err(|e| e.to_string())?;
-    let built = mlx_patched::build(v, &opts).map_err(|e| e.to_string());
-    std::env::remove_var("MLX_SOURCE_DIR");
-    Ok(Artifact(built?))
+    let upstream = mlx_patched::from_override(tree.to_path_buf()).map_err(|e| e.to_string())?;
+    mlx_patched::build_from(variant, &upstream, &opts).map_err(|e| e.to_string())
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -265,7 +260,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // The control: the target upstream with no patch at all.
     let empty = work.join("empty-series");
     std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
-    let control = build_variant("pristine", &tree, &empty, &work.join("upstream"))?;
+    let control = build_variant(mlx_patched::Variant::PRISTINE, &tree, &empty, &work.join("upstream"))?;
     let control_leak = scenario_on(&control, &work)?;
     let control_leaks = control_leak.iter().all(|&b| b >= 24 << 20);
     let mut section = format!("\n## Measured on the target\n\n- upstream v{version} untouched, report's scenario: {control_leak:?} bytes retained per cycle\n");
@@ -305,7 +300,7 @@ pub fn run(args: &[String]) -> Result<()> {
     } else if conflict {
         verdict = "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string();
     } else {
-        let patched = build_variant("patched", &tree, &refreshed, &work)?;
+        let patched = build_variant(mlx_patched::Variant::PATCHED, &tree, &refreshed, &work)?;
         let patched_leak = scenario_on(&patched, &work)?;
         writeln!(section, "- patched v{version}: {patched_leak:?} bytes retained per cycle").unwrap();
         if a.suite {

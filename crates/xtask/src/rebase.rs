@@ -153,9 +153,8 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
         am.extend(paths.iter().map(String::as_str));
         git(repo, &am).map_err(|e| format!("the series does not apply to the pinned tree itself: {e}"))?;
     }
-    let commits: Vec<String> = git(repo, &["rev-list", "--reverse", "HEAD~{n}..HEAD".replace("{n}", &series.len().to_string()).as_str()])
-        .map(|s| s.lines().map(String::from).collect())
-        .unwrap_or_default();
+    let range = format!("HEAD~{}..HEAD", series.len());
+    let commits: Vec<String> = git(repo, &["rev-list", "--reverse", &range])?.lines().map(String::from).collect();
     git(repo, &["checkout", "-q", "--orphan", "target"])?;
     load(target, "target upstream")?;
     let mut results = Vec::new();

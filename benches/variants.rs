@@ -16,7 +16,7 @@
 //! pinned version, when it is installed.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mlx_fork::{variant, Variant, MIB, VARIANTS};
+use mlx_fork::{control_and_fixes, variant, Variant, MIB};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -46,7 +46,7 @@ fn variants(c: &mut Criterion) {
     for &(workload, unit, _) in WORKLOADS {
         let mut group = c.benchmark_group(workload);
         group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
-        for v in VARIANTS {
+        for v in control_and_fixes() {
             group.bench_function(v.name, |b| b.iter_custom(|iters| timed(v, workload, iters * unit)));
         }
         group.finish();

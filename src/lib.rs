@@ -6,19 +6,21 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
+pub use mlx_patched::Expect;
 
 /// One installed MLX variant and the probe programs built against it.
 #[derive(Debug)]
 pub struct Variant {
     pub name: &'static str,
-    /// Whether the report's leak must be absent (false: the control).
-    pub leak_free: bool,
+    /// The verdict the suite must confirm (the control under
+    /// `MLX_FORK_UPSTREAM_FIXED` is expected `Fixed`).
+    pub expect: Expect,
     pub prefix: &'static str,
-    /// MLX's own doctest binary built from this variant's tree.
+    /// Runs MLX's own doctest suite, built from this variant's tree,
+    /// against its installed library.
     pub mlx_tests: &'static str,
     /// `crates/probes/cpp/leak_scenario.cpp`: the report's scenario.
     pub leak_scenario: &'static str,
@@ -34,6 +36,25 @@ pub struct Variant {
 
 /// Every variant of `mlx_patched::VARIANTS`, in its order (control first).
 pub const VARIANTS: &[Variant] = include!(concat!(env!("OUT_DIR"), "/variants.rs"));
+
+impl Variant {
+    /// Whether the report's leak must be absent from this variant.
+    pub fn leak_free(&self) -> bool {
+        self.expect == Expect::Fixed
+    }
+}
+
+/// The variants whose verdict the leak checks confirm: the control (the
+/// leak must show) and the fixes (it must not). Wrong fixes are checked
+/// by `tests/rejects_wrong_fixes.rs`, which must see them fail.
+pub fn control_and_fixes() -> Vec<&'static Variant> {
+    VARIANTS.iter().filter(|v| v.expect != Expect::Wrong).collect()
+}
+
+/// The variants that carry a fix the suite must reject.
+pub fn wrong_fixes() -> Vec<&'static Variant> {
+    VARIANTS.iter().filter(|v| v.expect == Expect::Wrong).collect()
+}
 
 /// The variant called `name`.
 pub fn variant(name: &str) -> &'static Variant {
@@ -123,11 +144,11 @@ pub fn run_probe(variant: &'static Variant, probe: fn(&Variant) -> &'static str,
     finish(variant, probe(variant), args, out)
 }
 
-/// Runs `probe` with `args` on every variant, all at once (separate processes,
-/// separate libraries), and returns the runs in `VARIANTS` order.
+/// Runs `probe` with `args` on the control and every fix, all at once
+/// (separate processes, separate libraries), in `VARIANTS` order.
 pub fn run_on_all(probe: fn(&Variant) -> &'static str, args: &[&str]) -> Vec<ProbeRun> {
-    let children: Vec<_> = VARIANTS
-        .iter()
+    let children: Vec<_> = control_and_fixes()
+        .into_iter()
         .map(|v| {
             let child = Command::new(probe(v)).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
             (v, child.unwrap_or_else(|e| panic!("run {}: {e}", probe(v))))
@@ -148,13 +169,53 @@ fn finish(variant: &'static Variant, exe: &str, args: &[&str], out: std::process
     ProbeRun { variant, records: parse_records(&stdout) }
 }
 
+/// One run of MLX's own doctest suite on a variant.
+#[derive(Debug)]
+pub struct SuiteRun {
+    /// Test case name -> passed, from doctest's JUnit report.
+    pub cases: BTreeMap<String, bool>,
+    /// Whether the report was complete (false: the binary crashed or aborted).
+    pub finished: bool,
+    pub status: std::process::ExitStatus,
+    pub stderr: String,
+}
+
+impl SuiteRun {
+    pub fn failures(&self) -> Vec<&String> {
+        self.cases.iter().filter(|(_, &ok)| !ok).map(|(n, _)| n).collect()
+    }
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&apos;", "'").replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+/// Runs MLX's suite of `variant` (the GGUF cases excluded: GGUF is built
+/// off) in a child process, which may crash without taking the test along.
+pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
+    let out = Command::new(variant.mlx_tests)
+        .args(["--reporters=junit", "--no-colors", &format!("--test-case-exclude={}", mlx_patched::MLX_TESTS_EXCLUDED.join(","))])
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
+    let xml = String::from_utf8_lossy(&out.stdout);
+    let mut cases = BTreeMap::new();
+    for chunk in xml.split("<testcase ").skip(1) {
+        let Some(name) = chunk.split(" name=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        let body = chunk.split("</testcase>").next().unwrap_or("");
+        let failed = body.contains("<failure") || body.contains("<error");
+        let passed = cases.get(&unescape(name)).copied().unwrap_or(true) && !failed;
+        cases.insert(unescape(name), passed);
+    }
+    SuiteRun { cases, finished: xml.contains("</testsuites>"), status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+}
+
 /// Checks the leak expectation of every run: the control (`leak_free` false)
 /// must retain at least `control_min` bytes every cycle, every fixed variant
 /// exactly 0. `control_min` of 0 means the scenario must not leak anywhere.
 pub fn assert_leak_expectation(scenario: &str, runs: &[ProbeRun], control_min: i64) {
     for run in runs {
         let retained = run.retained();
-        if run.variant.leak_free || control_min == 0 {
+        if run.variant.leak_free() || control_min == 0 {
             assert!(retained.iter().all(|&b| b == 0), "{scenario}: {} must retain 0 bytes per cycle, retained {retained:?}", run.variant.name);
         } else {
             assert!(
@@ -189,14 +250,14 @@ pub fn report_note(note: &str) {
     report_line(&format!("note\t{note}\n"));
 }
 
+/// Appends to the table of the `cargo xtask test` run in progress
+/// (`MLX_FORK_REPORT_FILE`); a plain `cargo test` writes nothing, so the
+/// table never mixes runs or outlives the tree it measured.
 fn report_line(line: &str) {
-    let dir = report_dir();
-    std::fs::create_dir_all(&dir).expect("create the report directory");
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("rows.tsv")).expect("open the report");
+    let Some(path) = mlx_patched::Env::process().report_file() else { return };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("create the report directory");
+    }
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open the report");
     f.write_all(line.as_bytes()).expect("write the report");
-}
-
-/// Where tests leave their summary rows (`<target>/suite-report`).
-pub fn report_dir() -> PathBuf {
-    PathBuf::from(env!("MLX_FORK_REPORT_DIR"))
 }

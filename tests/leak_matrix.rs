@@ -34,7 +34,7 @@ fn ablation_matrix_split_eval_compile() {
                 if split && eval_outside && compile {
                     // The report's cell: the whole 24 MiB weight set, every cycle.
                     assert_leak_expectation(&cell, &runs, 24 * MIB);
-                    for run in runs.iter().filter(|r| !r.variant.leak_free) {
+                    for run in runs.iter().filter(|r| !r.variant.leak_free()) {
                         assert!(run.retained().iter().all(|&b| b < 25 * MIB), "{cell}: {} leaked more than the weights", run.variant.name);
                     }
                 } else if split && !eval_outside && compile {
@@ -43,7 +43,7 @@ fn ablation_matrix_split_eval_compile() {
                     // outside, and the control leaks those few hundred bytes.
                     for run in &runs {
                         let retained = run.retained();
-                        let bound = if run.variant.leak_free { 0 } else { 1024 };
+                        let bound = if run.variant.leak_free() { 0 } else { 1024 };
                         assert!(retained.iter().all(|&b| (0..=bound).contains(&b)), "{cell}: {} retained {retained:?}", run.variant.name);
                     }
                 } else {
@@ -72,7 +72,7 @@ fn soak_200_cycles_returns_to_baseline_exactly() {
         let retained = run.retained();
         assert_eq!(retained.len(), 200);
         let leaked_cycles = retained.iter().filter(|&&b| b > 0).count();
-        if run.variant.leak_free {
+        if run.variant.leak_free() {
             assert_eq!(retained.iter().sum::<i64>(), 0, "{}: active memory after 200 cycles must equal the baseline", run.variant.name);
             assert_eq!(leaked_cycles, 0, "{}: every cycle must return to the baseline", run.variant.name);
         } else {
@@ -87,10 +87,20 @@ fn soak_200_cycles_returns_to_baseline_exactly() {
 fn second_compiled_shape_costs_and_both_entries_are_freed() {
     let one = run_on_all(leak_scenario, &["--cycles", "2", "--shapes", "1"]);
     let two = run_on_all(leak_scenario, &["--cycles", "2", "--shapes", "2"]);
+    // Two shapes, each called twice (A, B, A, B): traced twice means both
+    // entries were in the cache at once; a cache holding one entry at a
+    // time would trace four times.
+    for (runs, shapes) in [(&one, 1), (&two, 2)] {
+        for run in runs {
+            for cycle in run.all("cycle") {
+                assert_eq!(cycle.int("traces"), shapes, "{}: {shapes} shape(s) must be traced once each", run.variant.name);
+            }
+        }
+    }
     assert_leak_expectation("two compiled shapes", &two, 24 * MIB);
     report("two compiled shapes (24 MiB weights)", &two);
     assert!(bit_identical(&two));
-    for (a, b) in one.iter().zip(&two).filter(|(a, _)| a.variant.leak_free) {
+    for (a, b) in one.iter().zip(&two).filter(|(a, _)| a.variant.leak_free()) {
         let live = |r: &mlx_fork::ProbeRun| r.all("cycle")[0].int("live_bytes");
         let extra = live(b) - live(a);
         let note = format!(
@@ -113,7 +123,7 @@ fn two_threads_build_compile_run_drop_concurrently() {
     for run in &runs {
         let r = run.one("threaded");
         let retained = r.int("retained_bytes");
-        if run.variant.leak_free {
+        if run.variant.leak_free() {
             assert_eq!(retained, 0, "{}: memory must return to the baseline after both threads", run.variant.name);
         } else {
             assert_eq!(retained, 2 * 50 * 4 * MIB, "{}: the control leaks every model of both threads", run.variant.name);

@@ -5,21 +5,57 @@
 
 use mlx_fork::{linked, run_probe, MIB};
 use mlx_probes::{run, Config};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn retained(cfg: &Config) -> (Vec<i64>, u64) {
     let cycles = run(cfg, |_, _| {}).expect("scenario runs");
     (cycles.iter().map(|c| c.retained_bytes).collect(), cycles[0].digest)
 }
 
+/// The libmlx files mapped into this process.
+#[cfg(target_os = "linux")]
+fn loaded_libmlx() -> Vec<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let mut found: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(Path::new)
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libmlx.so")))
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
+        .collect();
+    found.dedup();
+    found
+}
+
+/// The process has loaded exactly one libmlx, the one installed in the
+/// prefix of the variant the suite believes it linked, and that library is
+/// the variant's code: it exports the patch's `array::release_group` exactly
+/// when the variant's installed `array.h` declares it (only the patched
+/// variant, with this repository's series).
 #[test]
-fn the_linked_variant_is_the_one_the_suite_expects() {
-    assert_eq!(mlx_bridge::MLX_VARIANT, linked().name);
+#[cfg(target_os = "linux")]
+fn the_loaded_library_is_the_linked_variants() {
+    mlx_bridge::memory::active();
+    let loaded = loaded_libmlx();
+    assert_eq!(loaded.len(), 1, "expected one libmlx in the process, found {loaded:?}");
+    let lib_dir = Path::new(linked().prefix).join("lib").canonicalize().expect("the variant's lib directory");
+    assert_eq!(loaded[0].parent(), Some(lib_dir.as_path()), "libmlx was loaded from outside the {} prefix", linked().name);
+
+    let nm = Command::new("nm").args(["-D", "--defined-only", "-C"]).arg(&loaded[0]).output().expect("nm (binutils) lists the library's symbols");
+    assert!(nm.status.success(), "nm failed: {}", String::from_utf8_lossy(&nm.stderr));
+    let exports = String::from_utf8_lossy(&nm.stdout).contains("mlx::core::array::release_group(");
+    let header = std::fs::read_to_string(Path::new(linked().prefix).join("include/mlx/array.h")).expect("the variant's array.h");
+    assert_eq!(exports, header.contains("release_group("), "the loaded library and the {} headers disagree", linked().name);
+    if mlx_patched::Env::process().series_dir().is_none() {
+        assert_eq!(exports, linked().name == "patched", "{}: release_group exported: {exports}", linked().name);
+    }
 }
 
 #[test]
 fn report_scenario_through_the_rust_api() {
     let (bytes, _) = retained(&Config { cycles: 3, ..Config::default() });
-    match linked().leak_free {
+    match linked().leak_free() {
         false => assert!(bytes.iter().all(|b| (24 * MIB..25 * MIB).contains(b)), "pristine must leak the 24 MiB weight set every cycle: {bytes:?}"),
         true => assert_eq!(bytes, vec![0, 0, 0], "a fixed variant must retain nothing"),
     }
@@ -36,7 +72,7 @@ fn ablations_do_not_leak_and_compute_the_same_bits() {
     for (name, cfg) in ablations {
         let cfg = Config { cycles: 2, ..cfg };
         let (bytes, digest) = retained(&cfg);
-        match linked().leak_free {
+        match linked().leak_free() {
             // Without evaluating the weights, pristine still leaks the PRNG
             // keys they are sampled from, but no longer the weights.
             false => assert!(bytes.iter().all(|&b| b < MIB), "{name} must not pin the weights on pristine: {bytes:?}"),

@@ -4,13 +4,10 @@
 
 use mlx_bridge::{self as mlx, linalg, Array, Dtype, Result};
 
-/// Output bits, comparable across dtypes (integers are exact in f32 here).
-fn bits(a: &Array) -> Vec<u32> {
-    match a.dtype() {
-        Dtype::Complex64 => a.to_vec_complex64().unwrap().into_iter().flat_map(|(r, i)| [r.to_bits(), i.to_bits()]).collect(),
-        Dtype::F32 => a.to_vec_f32().unwrap().into_iter().map(f32::to_bits).collect(),
-        _ => a.astype(Dtype::F32).unwrap().to_vec_f32().unwrap().into_iter().map(f32::to_bits).collect(),
-    }
+/// Output bits: the dtype and the raw bytes, so integers (e.g. the packed
+/// `u32` words of quantize) compare as integers, never through a float.
+fn bits(a: &Array) -> (Dtype, Vec<u8>) {
+    (a.dtype(), a.to_bytes().unwrap())
 }
 
 fn matrix(n: i32, seed: u64) -> Array {

@@ -2,17 +2,15 @@
 //! compiles the C++ side of the bridge against its headers.
 
 use mlx_patched::{Env, Error, Options, Variant};
-use std::path::PathBuf;
 
 /// One bridge module per area; each has a matching `cpp/<area>.cc`.
 const AREAS: &[&str] = &["array", "ops", "random", "linalg", "transforms", "memory"];
 
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
-    let out_dir = PathBuf::from(env.var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let variant = if env.var_os("CARGO_FEATURE_PRISTINE").is_some() { Variant::PRISTINE } else { Variant::PATCHED };
-    let cuda = env.var_os("CARGO_FEATURE_CUDA").is_some();
-    let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), cuda);
+    let out_dir = env.out_dir()?;
+    let variant = if env.cargo_feature("pristine") { Variant::PRISTINE } else { Variant::PATCHED };
+    let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), env.cargo_feature("cuda"))?;
     println!("cargo:rerun-if-changed={}", opts.patches_dir.display());
     let mlx = mlx_patched::build(variant, &opts)?;
 
@@ -30,15 +28,9 @@ fn main() -> Result<(), Error> {
     }
     println!("cargo:rerun-if-changed=cpp/bridge.h");
 
-    let lib = mlx.lib_dir.display();
-    println!("cargo:rustc-link-search=native={lib}");
-    println!("cargo:rustc-link-lib=dylib=mlx");
-    // rpath reaches only this package's own targets; dependents read
-    // DEP_MLX_FORK_LIB_DIR and add it to theirs.
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-    println!("cargo:lib_dir={lib}");
-    println!("cargo:prefix={}", mlx.prefix.display());
-    println!("cargo:variant={variant}");
+    // The rpath reaches only this package's own targets; dependents call
+    // `mlx_patched::print_rpath_of_dependency` for theirs.
+    mlx.print_cargo_metadata();
     println!("cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}", mlx_patched::version_of(&mlx.source_dir)?);
     println!("cargo:rustc-cfg=mlx_variant=\"{variant}\"");
     println!("cargo:rustc-check-cfg=cfg(mlx_variant, values(\"patched\", \"pristine\"))");

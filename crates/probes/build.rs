@@ -1,7 +1,4 @@
 //! rpath of the linked MLX variant for this package's binaries.
-fn main() {
-    println!("cargo:rerun-if-env-changed=DEP_MLX_FORK_LIB_DIR");
-    if let Ok(lib) = std::env::var("DEP_MLX_FORK_LIB_DIR") {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
-    }
+fn main() -> Result<(), mlx_patched::Error> {
+    mlx_patched::print_rpath_of_dependency(&mlx_patched::Env::build_script(), "mlx_fork")
 }

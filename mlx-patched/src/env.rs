@@ -1,20 +1,29 @@
-//! The one place configuration is read from the environment.
+//! The one place configuration is read from the environment: one documented
+//! method per variable, all going through [`Env::read`].
 //!
 //! In a build script every read also tells Cargo to rerun when the variable
-//! changes, so no input is ever read without being tracked.
+//! changes, so no input is ever read without being tracked. xtask and the
+//! tests read through the same methods (with [`Env::process`]), so a variable
+//! means the same thing everywhere.
 
+use crate::Error;
 use std::ffi::OsString;
+use std::path::PathBuf;
 
-/// Every variable the build reads, with what it does (the README lists these).
+/// Every variable a user may set, with what it does. The README's table
+/// lists exactly these (a test checks it).
 pub const VARIABLES: &[(&str, &str)] = &[
-    ("MLX_SOURCE_DIR", "build this upstream checkout instead of the pinned tree"),
-    ("MLX_PATCHED_SERIES_DIR", "apply this patch series instead of the repository's patches/ (cargo xtask rebase)"),
-    ("MLX_PATCHED_BUILD_DIR", "where variants are configured, built and installed (default: <target>/mlx)"),
-    ("MLX_PATCHED_JOBS", "parallel compile jobs for the MLX build (default: all cores)"),
+    ("MLX_SOURCE_DIR", "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it"),
+    ("MLX_PATCHED_SERIES_DIR", "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)"),
+    ("MLX_PATCHED_BUILD_DIR", "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)"),
+    ("MLX_PATCHED_JOBS", "parallel compile jobs for MLX (default: all cores); must be a positive number"),
     ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),
-    ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free (set by cargo xtask rebase for an upstream that fixed the leak)"),
-    ("CXX", "C++ compiler for the probe programs linked against a prefix (default: c++)"),
-    ("CARGO", "the cargo that runs `cargo metadata` to fetch the carrier crate"),
+    ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free, and builds no rejected fix (`cargo xtask rebase` sets it for an upstream that fixed the leak)"),
+    ("MLX_FORK_REPORT_FILE", "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)"),
+    ("CC", "C compiler CMake uses for MLX (part of the cache key)"),
+    ("CXX", "C++ compiler CMake uses for MLX and the probe programs are built with (default `c++`; part of the cache key)"),
+    ("CARGO", "the cargo that runs `cargo metadata` to fetch the source carrier"),
+    ("CARGO_TARGET_DIR", "Cargo's target directory, which holds the default build directory"),
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -28,23 +37,113 @@ impl Env {
         Env { in_build_script: true }
     }
 
-    /// Reads for a plain program (xtask): no Cargo directives.
+    /// Reads for a plain program (xtask, tests): no Cargo directives.
     pub fn process() -> Self {
         Env { in_build_script: false }
     }
 
-    pub fn var_os(&self, name: &str) -> Option<OsString> {
+    pub fn is_build_script(&self) -> bool {
+        self.in_build_script
+    }
+
+    /// The one read of the environment. An empty value counts as unset.
+    fn read(&self, name: &str) -> Option<OsString> {
         if self.in_build_script {
             println!("cargo:rerun-if-env-changed={name}");
         }
         std::env::var_os(name).filter(|v| !v.is_empty())
     }
 
-    pub fn var(&self, name: &str) -> Option<String> {
-        self.var_os(name).and_then(|v| v.into_string().ok())
+    fn read_string(&self, name: &str) -> Result<Option<String>, Error> {
+        self.read(name)
+            .map(|v| v.into_string().map_err(|v| Error::new(format!("{name} is not valid UTF-8: {v:?}"))))
+            .transpose()
     }
 
-    pub fn is_build_script(&self) -> bool {
-        self.in_build_script
+    /// `MLX_SOURCE_DIR`: an upstream MLX checkout to build instead of the
+    /// pinned tree.
+    pub fn source_dir(&self) -> Option<PathBuf> {
+        self.read("MLX_SOURCE_DIR").map(PathBuf::from)
+    }
+
+    /// `MLX_PATCHED_SERIES_DIR`: a patch series to apply instead of `patches/`.
+    pub fn series_dir(&self) -> Option<PathBuf> {
+        self.read("MLX_PATCHED_SERIES_DIR").map(PathBuf::from)
+    }
+
+    /// `MLX_PATCHED_BUILD_DIR`: where the upstream tree is recovered and the
+    /// variants are built and installed.
+    pub fn build_dir(&self) -> Option<PathBuf> {
+        self.read("MLX_PATCHED_BUILD_DIR").map(PathBuf::from)
+    }
+
+    /// `MLX_PATCHED_JOBS`: parallel compile jobs. Anything but a positive
+    /// number is an error, not a silent default.
+    pub fn jobs(&self) -> Result<Option<usize>, Error> {
+        match self.read_string("MLX_PATCHED_JOBS")? {
+            None => Ok(None),
+            Some(s) => match s.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(Error::new(format!("MLX_PATCHED_JOBS={s:?} is not a positive number of jobs"))),
+            },
+        }
+    }
+
+    /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
+    pub fn cmake_args(&self) -> Result<Vec<String>, Error> {
+        Ok(self.read_string("MLX_PATCHED_CMAKE_ARGS")?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
+    }
+
+    /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks.
+    pub fn upstream_fixed(&self) -> bool {
+        self.read("MLX_FORK_UPSTREAM_FIXED").is_some()
+    }
+
+    /// `MLX_FORK_REPORT_FILE`: the summary table of the current `cargo xtask
+    /// test` run. Unset, tests write no rows, so no table can go stale.
+    pub fn report_file(&self) -> Option<PathBuf> {
+        self.read("MLX_FORK_REPORT_FILE").map(PathBuf::from)
+    }
+
+    /// `CC`, as CMake will see it (None: CMake's own choice, `cc`).
+    pub fn cc(&self) -> Option<OsString> {
+        self.read("CC")
+    }
+
+    /// `CXX`, as CMake will see it (None: CMake's own choice, `c++`).
+    pub fn cxx(&self) -> Option<OsString> {
+        self.read("CXX")
+    }
+
+    /// The C++ compiler for programs linked against a prefix: `CXX` or `c++`.
+    pub fn cxx_or_default(&self) -> OsString {
+        self.cxx().unwrap_or_else(|| "c++".into())
+    }
+
+    /// `CARGO`: the cargo that runs `cargo metadata` (default `cargo`).
+    pub fn cargo(&self) -> OsString {
+        self.read("CARGO").unwrap_or_else(|| "cargo".into())
+    }
+
+    /// `CARGO_TARGET_DIR`: Cargo's target directory when set.
+    pub fn cargo_target_dir(&self) -> Option<PathBuf> {
+        self.read("CARGO_TARGET_DIR").map(PathBuf::from)
+    }
+
+    /// `OUT_DIR`, which Cargo sets for build scripts.
+    pub fn out_dir(&self) -> Result<PathBuf, Error> {
+        self.read("OUT_DIR").map(PathBuf::from).ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
+    }
+
+    /// `CARGO_FEATURE_<NAME>`: whether the package being built has the feature.
+    pub fn cargo_feature(&self, name: &str) -> bool {
+        self.read(&format!("CARGO_FEATURE_{}", name.to_uppercase().replace('-', "_"))).is_some()
+    }
+
+    /// `DEP_<LINKS>_<KEY>`: metadata a dependency's build script printed
+    /// (`cargo:<key>=...`), e.g. the library directory of the linked variant.
+    pub fn dependency_metadata(&self, links: &str, key: &str) -> Option<String> {
+        let name = format!("DEP_{}_{}", links.to_uppercase().replace('-', "_"), key.to_uppercase());
+        self.read(&name).and_then(|v| v.into_string().ok())
     }
 }

@@ -27,7 +27,7 @@ pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 pub fn apply_series(tree: &Path, patches: &[PathBuf], upstream: &str, only: Option<&str>) -> Result<(), Error> {
     for patch in patches {
         let name = patch.file_name().unwrap().to_string_lossy();
-        let check = git_apply(tree, patch, true, only)?;
+        let check = git_apply(tree, patch, Mode::Check, only)?;
         if !check.status.success() {
             return Err(Error::new(format!(
                 "patch {name} does not apply to upstream {upstream}; nothing was built.\n\
@@ -35,7 +35,7 @@ pub fn apply_series(tree: &Path, patches: &[PathBuf], upstream: &str, only: Opti
                 String::from_utf8_lossy(&check.stderr).trim_end()
             )));
         }
-        let apply = git_apply(tree, patch, false, only)?;
+        let apply = git_apply(tree, patch, Mode::Apply, only)?;
         if !apply.status.success() {
             return Err(Error::new(format!(
                 "patch {name} passed --check but failed to apply to upstream {upstream}:\n{}",
@@ -46,7 +46,41 @@ pub fn apply_series(tree: &Path, patches: &[PathBuf], upstream: &str, only: Opti
     Ok(())
 }
 
-fn git_apply(tree: &Path, patch: &Path, check: bool, only: Option<&str>) -> Result<std::process::Output, Error> {
+/// Reverses one patch on `tree`, checking first that all of it reverses.
+/// The error is git's report of the hunk that does not.
+pub fn reverse(tree: &Path, patch: &Path) -> Result<(), Error> {
+    for mode in [Mode::CheckReverse, Mode::Reverse] {
+        let out = git_apply(tree, patch, mode, None)?;
+        if !out.status.success() {
+            return Err(Error::new(format!("git apply --reverse reported:\n{}", String::from_utf8_lossy(&out.stderr).trim_end())));
+        }
+    }
+    Ok(())
+}
+
+/// A fingerprint of what the patched variant is made of: the upstream tree
+/// id and every patch of the series (name and bytes). Figures measured for
+/// one fingerprint are stale for any other.
+pub fn fingerprint(upstream_tree_id: &str, series: &[PathBuf]) -> Result<String, Error> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(format!("tree {upstream_tree_id}\n"));
+    for p in series {
+        h.update(format!("patch {}\n", p.file_name().unwrap_or_default().to_string_lossy()));
+        h.update(std::fs::read(p).map_err(|e| Error::new(format!("cannot read {}: {e}", p.display())))?);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Check,
+    Apply,
+    CheckReverse,
+    Reverse,
+}
+
+fn git_apply(tree: &Path, patch: &Path, mode: Mode, only: Option<&str>) -> Result<std::process::Output, Error> {
     let mut cmd = Command::new("git");
     cmd.current_dir(tree)
         // The tree sits inside the workspace's own repository (under target/).
@@ -56,8 +90,11 @@ fn git_apply(tree: &Path, patch: &Path, check: bool, only: Option<&str>) -> Resu
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .args(["apply", "--verbose", "--whitespace=nowarn"]);
-    if check {
+    if matches!(mode, Mode::Check | Mode::CheckReverse) {
         cmd.arg("--check");
+    }
+    if matches!(mode, Mode::Reverse | Mode::CheckReverse) {
+        cmd.arg("--reverse");
     }
     if let Some(pattern) = only {
         cmd.arg(format!("--include={pattern}")).arg("--allow-empty");

@@ -1,69 +1,163 @@
-//! Obtaining the upstream tree and identifying it by its git tree id.
+//! Obtaining upstream's tree and identifying it by its git tree id.
+//!
+//! The published carrier ships MLX in `vendor/mlx` with patches of its own
+//! applied, and ships those patches in its `patches/` folder. Upstream's tree
+//! is recovered by reversing them, newest first, on a fresh copy; the result
+//! must hash to the pinned tree id. The carrier's folder is never modified.
 
-use crate::{pin, Env, Error};
+use crate::{lock_file, patch, pin, Env, Error};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Where the upstream tree came from.
 #[derive(Clone, Debug)]
 pub enum Origin {
-    /// The pinned carrier crate; its tree id was checked against the pin.
+    /// The pinned carrier with its own patches reversed; both tree ids
+    /// (carrier's and upstream's) were checked against the pin.
     Pinned,
     /// `MLX_SOURCE_DIR`; built whatever it holds, tree id reported.
     Override,
+    /// A carrier version other than the pin (`cargo xtask rebase --to`),
+    /// recovered the same way; its ids are reported, not checked.
+    Carrier(String),
 }
 
 #[derive(Clone, Debug)]
 pub struct Upstream {
     pub dir: PathBuf,
+    /// `git write-tree` of `dir`: upstream's tree.
     pub tree_id: String,
     pub origin: Origin,
+    /// For trees recovered from a carrier: what was recovered from.
+    pub carrier: Option<CarrierTree>,
 }
 
-/// Locates the upstream tree: the override if set, else the pinned carrier,
-/// whose tree id must equal the pin.
-pub fn locate(env: &Env, workspace_manifest: &Path) -> Result<Upstream, Error> {
-    if let Some(dir) = env.var_os("MLX_SOURCE_DIR") {
-        return from_override(PathBuf::from(dir));
+/// A carrier's MLX tree as published, and the carrier patches reversed on it.
+#[derive(Clone, Debug)]
+pub struct CarrierTree {
+    pub version: String,
+    /// `vendor/mlx` in the carrier package (read only).
+    pub dir: PathBuf,
+    /// `git write-tree` of `dir`.
+    pub tree_id: String,
+    /// The carrier's own patches, in the order the carrier applies them.
+    pub patches: Vec<PathBuf>,
+}
+
+/// Locates upstream's tree: the override if set, else the pinned carrier's
+/// tree with the carrier's patches reversed, recovered under `root`.
+pub fn locate(env: &Env, workspace_manifest: &Path, root: &Path) -> Result<Upstream, Error> {
+    if let Some(dir) = env.source_dir() {
+        return from_override(dir);
     }
-    let cargo = env.var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    verify_pinned(carrier_dir(&cargo, workspace_manifest, pin::CARRIER_VERSION)?, pin::UPSTREAM_TREE_ID)
+    let package = carrier_dir(&env.cargo(), workspace_manifest, pin::CARRIER_VERSION)?;
+    recover_upstream(&package, pin::CARRIER_VERSION, &root.join("upstream"), Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)))
 }
 
 /// An upstream checkout named by `MLX_SOURCE_DIR`: any tree id is accepted
 /// (and reported), but it must be an MLX source tree.
 pub fn from_override(dir: PathBuf) -> Result<Upstream, Error> {
-    if !dir.join("mlx/array.h").is_file() || !dir.join("CMakeLists.txt").is_file() {
+    if !is_mlx_tree(&dir) {
         return Err(Error::new(format!(
             "MLX_SOURCE_DIR={} is not an MLX source tree (expected CMakeLists.txt and mlx/array.h in it)",
             dir.display()
         )));
     }
     let tree_id = tree_id(&dir)?;
-    Ok(Upstream { dir, tree_id, origin: Origin::Override })
+    Ok(Upstream { dir, tree_id, origin: Origin::Override, carrier: None })
 }
 
-/// The carrier's tree, accepted only if it hashes to the pinned tree id.
-pub fn verify_pinned(dir: PathBuf, expected: &str) -> Result<Upstream, Error> {
-    let tree_id = tree_id(&dir)?;
+fn is_mlx_tree(dir: &Path) -> bool {
+    dir.join("mlx/array.h").is_file() && dir.join("CMakeLists.txt").is_file()
+}
+
+/// Accepts `dir` only if it hashes to `expected`, naming both ids otherwise.
+pub fn verify_tree(dir: &Path, expected: &str, what: &str) -> Result<String, Error> {
+    let tree_id = tree_id(dir)?;
     if tree_id != expected {
         return Err(Error::new(format!(
-            "refusing the upstream tree in {}: its git tree id is {tree_id}, but the pin (MLX v{}) says {}. \
-             The carrier {} {} does not hold the pinned tree; fix the pin in mlx-patched/src/pin.rs \
+            "refusing {what} in {}: its git tree id is {tree_id}, but the pin (MLX v{}, {} {}) says {expected}. \
+             Fix the pin in mlx-patched/src/pin.rs (cargo xtask rebase --apply moves it) \
              or point MLX_SOURCE_DIR at an upstream checkout.",
             dir.display(),
             pin::UPSTREAM_VERSION,
-            expected,
             pin::CARRIER_CRATE,
-            pin::CARRIER_VERSION
+            pin::CARRIER_VERSION,
         )));
     }
-    Ok(Upstream { dir, tree_id, origin: Origin::Pinned })
+    Ok(tree_id)
 }
 
-/// Finds (and on first use downloads) the carrier package through `cargo metadata`.
-/// `manifest` must declare the carrier at `version` (for the pin, mlx-patched's
-/// own manifest; for a rebase dry run, a throwaway one).
+/// The carrier's own patches, in the order it applies them (file name).
+pub fn carrier_patches(package: &Path) -> Result<Vec<PathBuf>, Error> {
+    patch::series(&package.join(pin::CARRIER_PATCHES_SUBDIR))
+}
+
+/// Recovers upstream's tree from the carrier package at `package`: a fresh
+/// copy of its `vendor/mlx` with the carrier's patches reversed, newest
+/// first, kept in `<dir>/<upstream tree id>`. With `expected` (carrier tree
+/// id, upstream tree id), both are checked and a mismatch is an error naming
+/// both ids; an earlier recovery that still hashes right is reused.
+pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Option<(&str, &str)>) -> Result<Upstream, Error> {
+    let vendored = package.join(pin::CARRIER_SUBDIR);
+    if !is_mlx_tree(&vendored) {
+        return Err(Error::new(format!("the carrier package {} has no MLX tree at {}", package.display(), vendored.display())));
+    }
+    let patches = carrier_patches(package)?;
+    fs::create_dir_all(dir).map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    // Several build scripts may recover the tree at once.
+    let _lock = lock_file(&dir.join("lock"))?;
+    let origin = if expected.is_some() { Origin::Pinned } else { Origin::Carrier(version.to_string()) };
+
+    if let Some((_, upstream_id)) = expected {
+        let done = dir.join(upstream_id);
+        if done.is_dir() && tree_id(&done).ok().as_deref() == Some(upstream_id) {
+            let carrier = CarrierTree { version: version.to_string(), dir: vendored, tree_id: expected.unwrap().0.to_string(), patches };
+            return Ok(Upstream { dir: done, tree_id: upstream_id.to_string(), origin, carrier: Some(carrier) });
+        }
+    }
+    let carrier_id = match expected {
+        Some((carrier_id, _)) => verify_tree(&vendored, carrier_id, &format!("the MLX tree of {} {version}", pin::CARRIER_CRATE))?,
+        None => tree_id(&vendored)?,
+    };
+    let staging = dir.join("staging");
+    let _ = fs::remove_dir_all(&staging);
+    crate::copy_tree(&vendored, &staging)?;
+    for p in patches.iter().rev() {
+        patch::reverse(&staging, p).map_err(|e| {
+            Error::new(format!(
+                "cannot recover upstream's tree: the carrier {} {version} patch {} does not reverse cleanly on its own \
+                 vendor/mlx (tree {carrier_id}); nothing was built.\n{e}",
+                pin::CARRIER_CRATE,
+                p.file_name().unwrap_or_default().to_string_lossy()
+            ))
+        })?;
+    }
+    let upstream_id = tree_id(&staging)?;
+    if let Some((_, want)) = expected {
+        if upstream_id != want {
+            let names: Vec<String> = patches.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+            return Err(Error::new(format!(
+                "refusing the recovered upstream tree: the carrier {} {version} (tree {carrier_id}) with its patches \
+                 [{}] reversed hashes to {upstream_id}, but the pin says upstream MLX v{} is {want}; nothing was built.",
+                pin::CARRIER_CRATE,
+                names.join(", "),
+                pin::UPSTREAM_VERSION
+            )));
+        }
+    }
+    let done = dir.join(&upstream_id);
+    let _ = fs::remove_dir_all(&done);
+    fs::rename(&staging, &done).map_err(|e| Error::new(format!("cannot move the recovered tree into {}: {e}", done.display())))?;
+    let carrier = CarrierTree { version: version.to_string(), dir: vendored, tree_id: carrier_id, patches };
+    Ok(Upstream { dir: done, tree_id: upstream_id, origin, carrier: Some(carrier) })
+}
+
+/// Finds (and on first use downloads) the carrier package through `cargo
+/// metadata` and returns its folder. `manifest` must declare the carrier at
+/// `version` (for the pin, mlx-patched's own manifest; for a rebase dry run,
+/// a throwaway one).
 pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> Result<PathBuf, Error> {
     let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--manifest-path"])
@@ -93,18 +187,16 @@ pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> R
                 manifest.display()
             ))
         })?;
-    let dir = manifest.parent().unwrap().join(pin::CARRIER_SUBDIR);
-    if !dir.join("mlx/array.h").is_file() {
-        return Err(Error::new(format!("the carrier package has no MLX tree at {}", dir.display())));
-    }
-    Ok(dir)
+    Ok(manifest.parent().unwrap().to_path_buf())
 }
 
 /// `git write-tree` of a directory, computed in a throwaway git dir so the
 /// tree itself (and any repository around it) is left untouched.
 pub fn tree_id(dir: &Path) -> Result<String, Error> {
-    let scratch = std::env::temp_dir().join(format!("mlx-patched-tree-{}-{:?}", std::process::id(), std::thread::current().id()));
-    let _ = std::fs::remove_dir_all(&scratch);
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let scratch = std::env::temp_dir().join(format!("mlx-patched-tree-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let _ = fs::remove_dir_all(&scratch);
     let git = |args: &[&str]| -> Result<String, Error> {
         let out = Command::new("git")
             .arg("--git-dir")
@@ -128,14 +220,14 @@ pub fn tree_id(dir: &Path) -> Result<String, Error> {
         git(&["add", "-A", "."])?;
         git(&["write-tree"])
     })();
-    let _ = std::fs::remove_dir_all(&scratch);
+    let _ = fs::remove_dir_all(&scratch);
     result
 }
 
 /// The release an MLX tree declares in `mlx/version.h` ("0.32.2").
 pub fn version_of(tree: &Path) -> Result<String, Error> {
     let header = tree.join("mlx/version.h");
-    let text = std::fs::read_to_string(&header).map_err(|e| Error::new(format!("cannot read {}: {e}", header.display())))?;
+    let text = fs::read_to_string(&header).map_err(|e| Error::new(format!("cannot read {}: {e}", header.display())))?;
     let part = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("#define MLX_VERSION_{name} ")))

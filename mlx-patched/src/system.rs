@@ -121,6 +121,32 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
     Ok(vec![format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display()), format!("-DFETCHCONTENT_SOURCE_DIR_DOCTEST={}", doctest.display())])
 }
 
+/// The files of the system packages that stand in for MLX's downloaded
+/// dependencies (json, doctest, fmt), hashed: another version of them is
+/// another build. A missing file hashes as missing; the build's own check
+/// then names the package.
+pub fn dependency_fingerprint(backend: Backend) -> String {
+    use sha2::{Digest, Sha256};
+    if backend == Backend::Metal {
+        return "dependencies fetched by MLX's CMake\n".to_string();
+    }
+    let mut h = Sha256::new();
+    for path in [
+        "/usr/include/nlohmann/json.hpp",
+        "/usr/lib/cmake/doctest/doctest.cmake",
+        "/usr/lib/cmake/doctest/doctestAddTests.cmake",
+        "/usr/include/doctest/doctest.h",
+        "/usr/include/fmt/core.h",
+    ] {
+        h.update(path);
+        match fs::read(path) {
+            Ok(bytes) => h.update(&bytes),
+            Err(_) => h.update(b"missing"),
+        }
+    }
+    format!("system dependencies {:x}\n", h.finalize())
+}
+
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     if fs::read(path).ok().as_deref() == Some(bytes) {
         return Ok(());

@@ -1,7 +1,9 @@
 //! Bad inputs get clear errors and change nothing: a tree that is not MLX, a
-//! carrier whose tree id is not the pin, a patch that does not apply.
+//! carrier whose tree id is not the pin, a carrier patch that does not
+//! reverse, a recovered tree that is not the pinned one, a patch that does
+//! not apply, a bad variable.
 
-use mlx_patched::{from_override, patch, tree_id, verify_pinned};
+use mlx_patched::{from_override, patch, recover_upstream, tree_id, verify_tree, Env, Options};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,14 +53,99 @@ fn source_dir_override_reports_its_tree_id() {
 }
 
 #[test]
-fn carrier_with_another_tree_id_is_refused() {
+fn tree_with_another_tree_id_is_refused() {
     let dir = scratch("carrier");
     fake_mlx(&dir);
     let pinned = mlx_patched::pin::UPSTREAM_TREE_ID;
-    let err = verify_pinned(dir.clone(), pinned).unwrap_err().to_string();
+    let err = verify_tree(&dir, pinned, "the tree").unwrap_err().to_string();
     assert_ne!(tree_id(&dir).unwrap(), pinned);
     assert!(err.contains("refusing") && err.contains(pinned) && err.contains(&tree_id(&dir).unwrap()), "{err}");
-    assert!(verify_pinned(dir.clone(), &tree_id(&dir).unwrap()).is_ok());
+    assert!(verify_tree(&dir, &tree_id(&dir).unwrap(), "the tree").is_ok());
+}
+
+/// A carrier package: `vendor/mlx` is upstream's fake tree with the
+/// carrier's two patches applied, and `patches/` holds them.
+fn fake_carrier(dir: &Path) -> (String, String) {
+    let vendored = dir.join("vendor/mlx");
+    fake_mlx(&vendored);
+    let upstream = tree_id(&vendored).unwrap();
+    fs::create_dir_all(dir.join("patches")).unwrap();
+    fs::write(dir.join("patches/0001-b.patch"), "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n").unwrap();
+    // The second patch edits the first one's line: they only reverse newest first.
+    fs::write(dir.join("patches/0002-b-again.patch"), "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 20;\n+int b = 200;\n int c = 3;\n").unwrap();
+    fs::write(dir.join("patches/README.md"), "not a patch\n").unwrap();
+    let series = patch::series(&dir.join("patches")).unwrap();
+    patch::apply_series(&vendored, &series, "the fake upstream", None).unwrap();
+    (tree_id(&vendored).unwrap(), upstream)
+}
+
+#[test]
+fn upstream_is_recovered_by_reversing_the_carrier_patches_newest_first() {
+    let dir = scratch("recover");
+    let carrier = dir.join("carrier");
+    let (carrier_id, upstream_id) = fake_carrier(&carrier);
+    assert_ne!(carrier_id, upstream_id);
+    let up = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, &upstream_id))).unwrap();
+    assert_eq!(up.tree_id, upstream_id);
+    assert_eq!(tree_id(&up.dir).unwrap(), upstream_id);
+    assert!(fs::read_to_string(up.dir.join("mlx/array.h")).unwrap().contains("int b = 2;\n"));
+    // The carrier itself is untouched.
+    assert_eq!(tree_id(&carrier.join("vendor/mlx")).unwrap(), carrier_id);
+    // Without a pin (a rebase target) the ids are reported, not checked.
+    let free = recover_upstream(&carrier, "9.9.9", &dir.join("free"), None).unwrap();
+    assert_eq!((free.tree_id.as_str(), free.carrier.unwrap().tree_id.as_str()), (upstream_id.as_str(), carrier_id.as_str()));
+}
+
+#[test]
+fn carrier_without_patches_is_upstream_as_shipped() {
+    let dir = scratch("no-patches");
+    let carrier = dir.join("carrier");
+    fake_mlx(&carrier.join("vendor/mlx"));
+    let id = tree_id(&carrier.join("vendor/mlx")).unwrap();
+    let up = recover_upstream(&carrier, "1.0.0", &dir.join("upstream"), Some((&id, &id))).unwrap();
+    assert_eq!(up.tree_id, id);
+}
+
+#[test]
+fn carrier_patch_that_does_not_reverse_is_named() {
+    let dir = scratch("no-reverse");
+    let carrier = dir.join("carrier");
+    let (carrier_id, upstream_id) = fake_carrier(&carrier);
+    // The shipped tree no longer matches what the patch left behind.
+    fs::write(carrier.join("vendor/mlx/mlx/array.h"), "int a = 1;\nint b = 7;\nint c = 3;\n").unwrap();
+    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), None).unwrap_err().to_string();
+    assert!(err.contains("0002-b-again.patch") && err.contains("does not reverse") && err.contains("mlx/array.h"), "{err}");
+    // With the pin, the changed carrier tree is refused before anything is reversed.
+    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, &upstream_id))).unwrap_err().to_string();
+    assert!(err.contains("refusing") && err.contains(&carrier_id), "{err}");
+}
+
+#[test]
+fn recovered_tree_that_is_not_the_pinned_one_is_refused() {
+    let dir = scratch("wrong-upstream");
+    let carrier = dir.join("carrier");
+    let (carrier_id, _) = fake_carrier(&carrier);
+    let wrong = "0123456789012345678901234567890123456789";
+    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, wrong))).unwrap_err().to_string();
+    assert!(err.contains(wrong) && err.contains("0001-b.patch, 0002-b-again.patch") && err.contains("nothing was built"), "{err}");
+    assert!(!dir.join("upstream").join(wrong).exists());
+}
+
+#[test]
+fn bad_jobs_value_is_an_error() {
+    // Each test binary is its own process; this one sets the variable only here.
+    std::env::set_var("MLX_PATCHED_JOBS", "many");
+    let err = Options::from_env(Env::process(), Path::new("/tmp"), false).unwrap_err().to_string();
+    std::env::remove_var("MLX_PATCHED_JOBS");
+    assert!(err.contains("MLX_PATCHED_JOBS") && err.contains("many"), "{err}");
+}
+
+#[test]
+fn readme_lists_every_variable() {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let listed: Vec<&str> = readme.lines().filter_map(|l| l.strip_prefix("| `")).filter_map(|l| l.split('`').next()).filter(|n| n.chars().all(|c| c.is_ascii_uppercase() || c == '_')).collect();
+    let known: Vec<&str> = mlx_patched::VARIABLES.iter().map(|(n, _)| *n).collect();
+    assert_eq!(listed, known, "the README's table of variables must list exactly mlx_patched::VARIABLES, in order");
 }
 
 #[test]

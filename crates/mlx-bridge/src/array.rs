@@ -213,6 +213,14 @@ impl Array {
         crate::astype(self, dtype)
     }
 
+    /// Evaluates and returns the elements' bytes row-major, in the array's
+    /// own dtype (native byte order): the exact bits, for any dtype.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; self.nbytes()];
+        raw::array_copy_bytes(&self.raw, &mut bytes)?;
+        Ok(bytes)
+    }
+
     /// Evaluates and copies the data out row-major. The dtype must be
     /// `expected`: readers never convert implicitly (use [`Array::astype`]).
     fn read_bytes(&self, what: &str, expected: Dtype) -> Result<Vec<u8>> {

@@ -25,7 +25,7 @@ impl Error {
         &self.message
     }
 
-    pub(crate) fn from_panic(payload: Box<dyn Any + Send>) -> Self {
+    pub(crate) fn from_panic(payload: &(dyn Any + Send)) -> Self {
         let what = if let Some(s) = payload.downcast_ref::<&str>() {
             (*s).to_string()
         } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -1,9 +1,12 @@
 //! Function transforms over Rust closures: [`compile`], [`vjp`], [`jvp`],
 //! [`vmap`], [`checkpoint`], [`custom_vjp`].
 //!
-//! Closures take `&[Array]` and return `Result<Vec<Array>>`. An `Err` (or a
-//! panic, caught at the boundary) aborts the MLX transform with a C++
-//! exception, and the transform's caller gets `Err` with the same message.
+//! Closures take `&[Array]` and return `Result<Vec<Array>>`. An `Err` aborts
+//! the MLX transform with a C++ exception, and the transform's caller gets
+//! `Err` with the same message. A panic crosses the C++ frames the same way
+//! and is then resumed: the transform's caller panics with the closure's
+//! payload. A compiled closure that panicked is traced again on its next
+//! call (the half-made cache entry is erased).
 
 use crate::array::{from_list, to_list};
 use crate::ffi::array::ArrayList;
@@ -29,12 +32,19 @@ where
     raw::function_from_rust(rust_fn(f))
 }
 
+/// The result of a bridge call that may have run Rust closures: resumes a
+/// closure's panic first, else passes MLX's result on.
+fn after_closures<T>(r: std::result::Result<T, cxx::Exception>) -> Result<T> {
+    raw::resume_panic();
+    Ok(r?)
+}
+
 fn call<I>(f: &raw::Function, inputs: I) -> Result<Vec<Array>>
 where
     I: IntoIterator,
     I::Item: AsRef<Array>,
 {
-    from_list(&*raw::function_call(f, &to_list(inputs))?)
+    from_list(&*after_closures(raw::function_call(f, &to_list(inputs)))?)
 }
 
 /// A compiled closure. Calls with new input shapes/dtypes trace the closure
@@ -71,8 +81,11 @@ fn compile_impl<F>(f: F, shapeless: bool) -> CompiledFn
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
 {
+    // SAFETY: the returned `CompiledFn` owns `func` and erases its cache
+    // entry in `Drop`, before `func` is freed.
+    let func = unsafe { raw::compile(&function(f), shapeless) };
     // MLX only rejects an empty std::function, which `function` never makes.
-    let func = raw::compile(&function(f), shapeless).expect("mlx::core::detail::compile rejected a non-empty function");
+    let func = func.expect("mlx::core::detail::compile rejected a non-empty function");
     CompiledFn { func }
 }
 
@@ -163,7 +176,7 @@ where
 {
     let primals = to_list(primals);
     let n_primals = crate::ffi::array::array_list_len(&primals);
-    let all = from_list(&*raw::vjp(&function(f), &primals, &to_list(cotangents))?)?;
+    let all = from_list(&*after_closures(raw::vjp(&function(f), &primals, &to_list(cotangents)))?)?;
     let n_outputs = all.len().saturating_sub(n_primals);
     split_off(all, n_outputs, "vjp")
 }
@@ -178,7 +191,7 @@ where
     T: IntoIterator,
     T::Item: AsRef<Array>,
 {
-    let all = from_list(&*raw::jvp(&function(f), &to_list(primals), &to_list(tangents))?)?;
+    let all = from_list(&*after_closures(raw::jvp(&function(f), &to_list(primals), &to_list(tangents)))?)?;
     let n_outputs = all.len() / 2;
     split_off(all, n_outputs, "jvp")
 }

@@ -550,16 +550,57 @@ fn eval_inside_a_compiled_closure_is_an_error() {
 }
 
 #[test]
-fn mlx_error_inside_compiled_closure_and_panics_come_back_as_err() {
+fn mlx_error_inside_compiled_closure_comes_back_as_err() {
     let compiled = mx::compile(|x: &[Array]| Ok(vec![mx::matmul(&x[0], &x[1])?]));
     let e = compiled.call(&[f32s(&[1.0; 6], &[2, 3]), f32s(&[1.0; 20], &[4, 5])]).unwrap_err();
     assert!(e.message().contains("[matmul]"), "{e}");
+}
 
-    let panicky = mx::compile(|_: &[Array]| -> Result<Vec<Array>> { panic!("boom") });
-    let e = panicky.call(&[f32s(&[1.0], &[1])]).unwrap_err();
-    assert!(e.message().contains("panicked: boom"), "{e}");
-    // Still usable afterwards (the RefCell borrow was released).
-    assert!(panicky.call(&[f32s(&[1.0], &[1])]).is_err());
+/// The payload of a panic caught by `catch_unwind`, as text.
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default()
+}
+
+#[test]
+fn a_panic_in_a_closure_resumes_at_the_caller_after_the_cpp_frames() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let fail = Rc::new(Cell::new(true));
+    let traces = Rc::new(Cell::new(0));
+    let compiled = {
+        let (fail, traces) = (fail.clone(), traces.clone());
+        mx::compile(move |x: &[Array]| {
+            traces.set(traces.get() + 1);
+            if fail.get() {
+                panic!("boom at trace {}", traces.get());
+            }
+            Ok(vec![mx::add(&x[0], &x[0])?])
+        })
+    };
+    let x = f32s(&[1.0, 2.0], &[2]);
+    // The caller sees the closure's own panic, payload intact, not an Err.
+    let payload = catch_unwind(AssertUnwindSafe(|| compiled.call([&x]))).expect_err("the panic must resume at the caller");
+    assert_eq!(panic_text(payload), "boom at trace 1");
+    // The function stays usable: the half-made cache entry was erased, so
+    // the next call traces again and computes the right values.
+    fail.set(false);
+    assert_eq!(compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 4.0]);
+    assert_eq!(traces.get(), 2);
+    // Replayed, not traced a third time; and no stale panic is left behind.
+    assert_eq!(compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 4.0]);
+    assert_eq!(traces.get(), 2);
+
+    // The same through vjp, and through a compiled function called from
+    // inside another closure: the innermost panic reaches the outermost caller.
+    let payload = catch_unwind(|| mx::vjp(|_: &[Array]| -> Result<Vec<Array>> { panic!("no grads") }, &[f32s(&[1.0], &[1])], &[Array::scalar_f32(1.0)]))
+        .expect_err("vjp must resume the panic");
+    assert_eq!(panic_text(payload), "no grads");
+    let inner = Rc::new(mx::compile(|_: &[Array]| -> Result<Vec<Array>> { panic!("inner") }));
+    let outer = {
+        let inner = inner.clone();
+        mx::compile(move |x: &[Array]| inner.call(x))
+    };
+    let payload = catch_unwind(AssertUnwindSafe(|| outer.call([&x]))).expect_err("nested panic");
+    assert_eq!(panic_text(payload), "inner");
 }
 
 #[test]

@@ -4,7 +4,9 @@
 // how much active memory the cycle left behind.
 //
 // --shapes N calls the compiled function with N batch sizes (batch, 2 batch,
-// ...) per cycle, so the compile cache holds N traced entries.
+// ...) per cycle, so the compile cache holds N traced entries; with N > 1
+// every shape is called a second time, which must replay its entry, not
+// trace again. `traces` counts how often the function body ran.
 //
 // --threads N runs the cycles in N threads at once, each with its own
 // weights and compiled function, and reports what all of them left behind.
@@ -14,7 +16,7 @@
 // PRNG keys, so the digest of the output is comparable across builds.
 //
 // Output, one line per cycle, then a summary:
-//   cycle <i> retained_bytes <n> live_bytes <n> digest <hex>
+//   cycle <i> retained_bytes <n> live_bytes <n> traces <n> digest <hex>
 //   summary cycles <n> retained_mib_per_cycle <x> digest <hex>
 // live_bytes is what the cycle held just before dropping its model. With
 // --threads N there is no per-cycle line, but one for the whole run:
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,20 +99,25 @@ Config parse(int argc, char** argv) {
 
 // One cycle: make the weights, compile a forward pass capturing them, run it
 // on every input, drop it all. Returns the output digest; `live` gets the
-// active memory (relative to `base`) just before the drop.
+// active memory (relative to `base`) just before the drop, `traces` how many
+// times the forward pass itself ran.
 uint64_t run_cycle(
     const Config& cfg,
     const std::vector<mx::array>& inputs,
     size_t base,
-    long long& live) {
+    long long& live,
+    int& traces) {
   uint64_t d = 0;
+  auto calls = std::make_shared<int>(0);
   std::vector<mx::array> weights;
   for (int i = 0; i < cfg.blocks; ++i) {
     weights.push_back(mx::random::normal(
         {cfg.dim, cfg.dim}, mx::float32, mx::random::key(1 + i)));
   }
   // Weights are captured by value, as a Python closure captures them.
-  auto forward = [weights, split = cfg.split](const std::vector<mx::array>& in) {
+  auto forward = [weights, split = cfg.split, calls](
+                     const std::vector<mx::array>& in) {
+    ++*calls;
     auto x = in[0];
     for (auto& w : weights) {
       auto h = mx::matmul(x, w);
@@ -135,12 +143,24 @@ uint64_t run_cycle(
   if (cfg.compile) {
     fn = mx::compile(forward);
   }
+  std::vector<uint64_t> firsts;
   for (auto& x : inputs) {
     auto out = fn({x})[0];
     mx::eval(out);
-    d = d * 31 + probe::digest(out);
+    firsts.push_back(probe::digest(out));
+    d = d * 31 + firsts.back();
+  }
+  // Each shape again: a compiled function replays the entry it traced.
+  for (size_t i = 0; inputs.size() > 1 && i < inputs.size(); ++i) {
+    auto out = fn({inputs[i]})[0];
+    mx::eval(out);
+    if (probe::digest(out) != firsts[i]) {
+      std::fprintf(stderr, "shape %zu computed other bits the second time\n", i);
+      std::exit(1);
+    }
   }
   live = probe::active_since(base);
+  traces = *calls;
   return d;
 }
 
@@ -169,7 +189,8 @@ int main(int argc, char** argv) {
         auto inputs = make_inputs(cfg);
         for (int cycle = 0; cycle < cfg.cycles; ++cycle) {
           long long live = 0;
-          auto d = run_cycle(cfg, inputs, 0, live);
+          int traces = 0;
+          auto d = run_cycle(cfg, inputs, 0, live, traces);
           if (cycle > 0 && d != digests[t]) {
             std::fprintf(stderr, "thread %d cycle %d: other output\n", t, cycle);
             std::exit(1);
@@ -204,17 +225,19 @@ int main(int argc, char** argv) {
     mx::synchronize();
     auto base = mx::get_active_memory();
     long long live = 0;
-    auto d = run_cycle(cfg, inputs, base, live);
+    int traces = 0;
+    auto d = run_cycle(cfg, inputs, base, live, traces);
     long long retained = probe::active_since(base);
     total += static_cast<double>(retained);
     if (cycle == 0) {
       first_digest = d;
     }
     std::printf(
-        "cycle %d retained_bytes %lld live_bytes %lld digest %016llx\n",
+        "cycle %d retained_bytes %lld live_bytes %lld traces %d digest %016llx\n",
         cycle,
         retained,
         live,
+        traces,
         static_cast<unsigned long long>(d));
     std::fflush(stdout);
   }

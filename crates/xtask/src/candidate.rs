@@ -13,8 +13,15 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let patches: Vec<PathBuf> = patches.iter().map(|p| std::fs::canonicalize(p).map_err(|e| format!("{p}: {e}"))).collect::<Result<_>>()?;
     crate::deps::install()?;
-    let mlx = mlx_patched::build_experiment(name, &patches, &options()?).map_err(|e| e.to_string())?;
-    println!("candidate `{name}`: upstream + {} + the series' tests/ changes, in {}", patches.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "), mlx.prefix.display());
+    let mut opts = options()?;
+    opts.tests = true;
+    let mlx = mlx_patched::build_experiment(name, &patches, &opts).map_err(|e| e.to_string())?;
+    println!(
+        "candidate `{name}`: the control (upstream + the series' tests/ changes) + {}, in {}{}",
+        patches.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "),
+        mlx.prefix.display(),
+        mlx.built_on.as_ref().map(|b| format!(" (compiled on the {b} build)")).unwrap_or_default()
+    );
 
     let leak = run_probe("the report's scenario (C++ API)", Command::new(cpp_probe(&mlx, "leak_scenario")?).args(["--cycles", "3"]))?;
     println!("   => {:.2} MiB retained per cycle (pristine: 24.00, patched: 0.00)", leak.mib_per_cycle);

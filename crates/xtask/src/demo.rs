@@ -2,7 +2,7 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use crate::{cargo, deps, options, target_dir, Result};
-use mlx_patched::Env;
+use mlx_patched::{Env, Variant};
 use std::process::Command;
 
 /// The last line of a probe run: `summary cycles N retained_mib_per_cycle X digest D`.
@@ -45,8 +45,13 @@ pub fn run(args: &[String]) -> Result<()> {
         _ => return Err("usage: cargo xtask demo [--cycles N]".into()),
     };
     deps::install()?;
-    let opts = options()?;
-    let variants = mlx_patched::build_all(&opts).map_err(|e| e.to_string())?;
+    // The libraries only: MLX's own tests are built by `cargo xtask test`.
+    let started = std::time::Instant::now();
+    let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?).map_err(|e| e.to_string())?;
+    if variants.iter().any(|v| !v.cached) {
+        eprintln!("both variants built in {}", mlx_patched::progress::elapsed(started.elapsed()));
+    }
+    eprintln!("building the probes (the Rust API through cargo, the C++ program with {})", Env::process().cxx_or_default().to_string_lossy());
 
     println!(
         "\nThe report's scenario: 24 blocks of 512x512 f32 weights (24.0 MiB), evaluated outside the\n\

@@ -3,10 +3,11 @@
 mod candidate;
 mod demo;
 mod deps;
+mod provenance;
 mod rebase;
 mod upstream;
 
-use mlx_patched::{Env, Options, Variant};
+use mlx_patched::{Env, Expect, Options, Progress, Variant, VARIANTS};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
@@ -15,11 +16,14 @@ usage: cargo xtask <command>
 
   deps                        install the system packages the build and tests need
                               (Debian/Ubuntu; elsewhere prints what to install)
-  prefix <patched|pristine>   print the install prefix of that variant, building it if needed
+  prefix <variant>            print the install prefix of that variant (patched, pristine,
+                              suggested), building it if needed; progress goes to stderr
   demo [--cycles N]           the leak report's scenario on pristine and on patched,
                               through the Rust API and a plain C++ program
   test                        the whole regression suite (what CI runs)
   mlx-tests <variant>         run MLX's own C++ test suite built from that variant
+  provenance                  compare the pinned tree with the official wheels of the release
+                              (headers and Python files, byte for byte; needs pip)
   upstream-pr [--out DIR]     check that the patch series applies with `git am` onto a clean
                               upstream tree and leave that branch in DIR for review/sending
   rebase --to <version|dir> [--series DIR] [--apply] [--no-suite]
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(rest),
         Some("test") => test(),
         Some("mlx-tests") => mlx_tests(rest),
+        Some("provenance") => provenance::run(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
@@ -62,7 +67,7 @@ fn main() -> ExitCode {
 
 /// Cargo as the developer invoked it (`$CARGO`), in the workspace root.
 fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let mut cmd = Command::new(Env::process().cargo());
     cmd.current_dir(workspace_root());
     cmd
 }
@@ -72,7 +77,7 @@ fn workspace_root() -> PathBuf {
 }
 
 fn target_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+    if let Some(dir) = Env::process().cargo_target_dir() {
         return Ok(workspace_root().join(dir));
     }
     let out = cargo()
@@ -86,8 +91,19 @@ fn target_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(&text[start..end]))
 }
 
+/// Options for builds run by xtask: progress on stderr, library only.
 fn options() -> Result<Options> {
-    Ok(Options::from_env(Env::process(), &target_dir()?, false))
+    let mut opts = Options::from_env(Env::process(), &target_dir()?, false).map_err(|e| e.to_string())?;
+    opts.progress = Progress::for_stderr();
+    Ok(opts)
+}
+
+/// The variants this run builds: all of them, but no rejected fix when
+/// upstream itself is fixed (`MLX_FORK_UPSTREAM_FIXED`, as the suite's
+/// build script decides).
+fn variants_to_build() -> Vec<Variant> {
+    let fixed = Env::process().upstream_fixed();
+    VARIANTS.iter().copied().filter(|v| !(fixed && v.expect == Expect::Wrong)).collect()
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -100,7 +116,7 @@ fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn prefix(args: &[String]) -> Result<()> {
-    let [variant] = args else { return Err("usage: cargo xtask prefix <variant>   (patched, pristine)".into()) };
+    let [variant] = args else { return Err("usage: cargo xtask prefix <variant>   (patched, pristine, suggested)".into()) };
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
     println!("{}", mlx.prefix.display());
@@ -111,17 +127,30 @@ fn prefix(args: &[String]) -> Result<()> {
 fn mlx_tests(args: &[String]) -> Result<()> {
     let [variant, doctest_args @ ..] = args else { return Err("usage: cargo xtask mlx-tests <patched|pristine> [doctest args]".into()) };
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
-    let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
+    let mut opts = options()?;
+    opts.tests = true;
+    let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
     run(Command::new(&mlx.mlx_tests).args(doctest_args))
 }
 
-/// The whole suite: the workspace's tests with the Rust API on the patched
-/// variant, then the variant-dependent tests again on the pristine control,
-/// where the leak checks must see the leak.
+/// The whole suite: every variant built (with MLX's tests, showing
+/// progress), the workspace's tests with the Rust API on the patched
+/// variant, the variant-dependent tests again on the pristine control (where
+/// the leak checks must see the leak), the provenance check against the
+/// official wheels, and the series' readiness for upstream.
 fn test() -> Result<()> {
     deps::install()?;
+    let started = std::time::Instant::now();
+    let mut opts = options()?;
+    opts.tests = true;
+    mlx_patched::build_all(&variants_to_build(), &opts).map_err(|e| e.to_string())?;
+    eprintln!("all variants built in {}", mlx_patched::progress::elapsed(started.elapsed()));
+
+    // The table of this run only: tests append to it while they run.
     let report = target_dir()?.join("suite-report");
     let _ = std::fs::remove_dir_all(&report);
+    std::fs::create_dir_all(&report).map_err(|e| e.to_string())?;
+    let rows = report.join("rows.tsv");
     let mut patched = cargo();
     patched.args(["test", "--workspace", "--no-fail-fast"]);
     let mut control = cargo();
@@ -132,6 +161,7 @@ fn test() -> Result<()> {
     let (mut passed, mut failed) = (0, 0);
     let mut outcome = Ok(());
     for cmd in [&mut patched, &mut control] {
+        cmd.env("MLX_FORK_REPORT_FILE", &rows);
         let (p, f, status) = run_counting(cmd)?;
         passed += p;
         failed += f;
@@ -139,20 +169,44 @@ fn test() -> Result<()> {
             outcome = Err(format!("{cmd:?} failed ({status})"));
         }
     }
+    let series = mlx_patched::patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    if outcome.is_ok() {
+        // The figures belong to this tree and series: `upstream-pr` quotes
+        // them only while both are unchanged.
+        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+        std::fs::write(report.join("measured-for"), fingerprint).map_err(|e| e.to_string())?;
+    }
+
+    // The tree is upstream's release: its files against the official wheels.
+    let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
+    let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
+    let provenance = match provenance::check(&version, &upstream.dir, pinned, &target_dir()?.join("provenance").join(&version))? {
+        provenance::Outcome::Skipped(why) => {
+            println!("\nprovenance: skipped: {why}");
+            Ok(())
+        }
+        provenance::Outcome::Checked(f) => {
+            println!("\nprovenance: {}", f.summary());
+            passed += f.identical() as u32;
+            failed += !f.identical() as u32;
+            if f.identical() { Ok(()) } else { Err("the tree differs from the official wheels of its release".to_string()) }
+        }
+    };
+
     // The series must stay ready for upstream: `git am` onto a clean tree.
     // (An empty series, when a rebase checks a fixed upstream, has nothing to send.)
-    let series = mlx_patched::patch::series(&options()?.patches_dir).map_err(|e| e.to_string())?;
-    let upstream = if series.is_empty() {
+    let upstream_pr = if series.is_empty() {
         println!("the series is empty: nothing to send upstream");
         Ok(())
     } else {
         upstream::upstream_pr(&[])
     };
-    passed += (upstream.is_ok() && !series.is_empty()) as u32;
-    failed += upstream.is_err() as u32;
-    print_summary(&report.join("rows.tsv"));
-    println!("\nxtask test: {passed} passed, {failed} failed");
-    outcome.and(upstream)
+    passed += (upstream_pr.is_ok() && !series.is_empty()) as u32;
+    failed += upstream_pr.is_err() as u32;
+    print_summary(&rows);
+    println!("\nxtask test: {passed} passed, {failed} failed ({})", mlx_patched::progress::elapsed(started.elapsed()));
+    outcome.and(provenance).and(upstream_pr)
 }
 
 /// Runs `cargo test`, echoing its output and adding up its result lines.

@@ -1,7 +1,9 @@
 //! `cargo xtask rebase --to <carrier-version | path> [--series DIR] [--apply] [--no-suite]`
 //!
 //! 1. Materializes the target upstream tree (a carrier crate version, fetched
-//!    by cargo, or an upstream checkout) and records its git tree id.
+//!    by cargo, with the carrier's own patches reversed, or an upstream
+//!    checkout) and records its git tree ids; for a carrier version, compares
+//!    it with the official wheels of that release (`provenance`).
 //! 2. Replays the series onto it in a scratch repository: the pinned tree
 //!    with the series committed by `git am`, then each commit cherry-picked
 //!    onto the target tree. Each patch is reported as applying cleanly, with
@@ -57,12 +59,12 @@ fn parse(args: &[String]) -> Result<Args> {
     Ok(a)
 }
 
-/// The target tree: a directory, or the tree a carrier version holds.
-fn target_tree(to: &str, work: &Path) -> Result<(PathBuf, Option<String>)> {
+/// The target tree: a directory, or upstream's tree recovered from a
+/// carrier version (its own patches reversed, as for the pin).
+fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
     let dir = Path::new(to);
     if dir.is_dir() {
-        let upstream = mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string())?;
-        return Ok((upstream.dir, None));
+        return mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string());
     }
     if !to.chars().all(|c| c.is_ascii_digit() || c == '.') {
         return Err(format!("`{to}` is neither a directory nor a version of {}", pin::CARRIER_CRATE));
@@ -79,9 +81,8 @@ fn target_tree(to: &str, work: &Path) -> Result<(PathBuf, Option<String>)> {
         ),
     )
     .map_err(|e| e.to_string())?;
-    let cargo_bin = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let tree = mlx_patched::carrier_dir(&cargo_bin, &probe.join("Cargo.toml"), to).map_err(|e| e.to_string())?;
-    Ok((tree, Some(to.to_string())))
+    let package = mlx_patched::carrier_dir(&mlx_patched::Env::process().cargo(), &probe.join("Cargo.toml"), to).map_err(|e| e.to_string())?;
+    mlx_patched::recover_upstream(&package, to, &work.join("upstream-tree"), None).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, PartialEq)]
@@ -204,7 +205,7 @@ fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
 
 /// Builds `variant` of the upstream `tree` with `series`, under `work/mlx`.
 fn build_variant(variant: mlx_patched::Variant, tree: &Path, series: &Path, work: &Path) -> Result<mlx_patched::Artifacts> {
-    let mut opts = mlx_patched::Options::from_env(mlx_patched::Env::process(), &target_dir()?, false);
+    let mut opts = crate::options()?;
     opts.root = work.join("mlx");
     opts.patches_dir = series.to_path_buf();
     let upstream = mlx_patched::from_override(tree.to_path_buf()).map_err(|e| e.to_string())?;
@@ -219,15 +220,39 @@ pub fn run(args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     let mut report = String::new();
 
-    let (tree, carrier_version) = target_tree(&a.to, &work)?;
-    let tree_id = mlx_patched::tree_id(&tree).map_err(|e| e.to_string())?;
+    let target = target_tree(&a.to, &work)?;
+    let tree = target.dir.clone();
+    let tree_id = target.tree_id.clone();
+    let carrier_version = match &target.origin {
+        mlx_patched::Origin::Carrier(v) => Some(v.clone()),
+        _ => None,
+    };
     let version = mlx_patched::version_of(&tree).map_err(|e| e.to_string())?;
-    let pinned = mlx_patched::upstream(&mlx_patched::Env::process()).map_err(|e| e.to_string())?;
+    let pinned = mlx_patched::upstream(&crate::options()?).map_err(|e| e.to_string())?;
     writeln!(report, "# Rebase from MLX v{} to v{version}\n", pin::UPSTREAM_VERSION).unwrap();
-    writeln!(report, "- from: tree `{}` ({} ={})", pinned.tree_id, pin::CARRIER_CRATE, pin::CARRIER_VERSION).unwrap();
-    match &carrier_version {
-        Some(v) => writeln!(report, "- to: tree `{tree_id}` ({} ={v})", pin::CARRIER_CRATE).unwrap(),
+    writeln!(report, "- from: upstream tree `{}` ({} ={}, carrier tree `{}`)", pinned.tree_id, pin::CARRIER_CRATE, pin::CARRIER_VERSION, pin::CARRIER_TREE_ID).unwrap();
+    match &target.carrier {
+        Some(c) => {
+            let names: Vec<String> = c.patches.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+            let reversed = if names.is_empty() { "none: its tree is upstream's as shipped".to_string() } else { names.join(", ") };
+            writeln!(report, "- to: upstream tree `{tree_id}` ({} ={}, carrier tree `{}`; carrier patches reversed: {reversed})", pin::CARRIER_CRATE, c.version, c.tree_id).unwrap();
+        }
         None => writeln!(report, "- to: tree `{tree_id}` ({})", tree.display()).unwrap(),
+    }
+    // Independent evidence that the target is the release it says it is.
+    let mut wheel_hashes = None;
+    let mut provenance_ok = true;
+    if carrier_version.is_some() {
+        match crate::provenance::check(&version, &tree, false, &work.join("provenance"))? {
+            crate::provenance::Outcome::Skipped(why) => writeln!(report, "- provenance: skipped: {why}").unwrap(),
+            crate::provenance::Outcome::Checked(f) => {
+                writeln!(report, "- provenance: {}", f.summary().replace('\n', "\n  ")).unwrap();
+                provenance_ok = f.identical();
+                if f.wheels.len() == 2 {
+                    wheel_hashes = Some((f.wheels[0].1.clone(), f.wheels[1].1.clone()));
+                }
+            }
+        }
     }
 
     let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
@@ -326,14 +351,19 @@ pub fn run(args: &[String]) -> Result<()> {
             return Err("--apply needs the verdict `still needed` with the suite passing; nothing changed".into());
         }
         let carrier = carrier_version.ok_or("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
-        apply(&version, &tree_id, &carrier, &refreshed)?;
+        let carrier_tree = target.carrier.as_ref().map(|c| c.tree_id.clone()).unwrap_or_default();
+        if !provenance_ok {
+            return Err("--apply needs a target whose files match the official wheels of its release; nothing changed".into());
+        }
+        let wheels = wheel_hashes.ok_or("--apply needs the provenance check of the target (pip must reach the package index); nothing changed")?;
+        apply(&version, &tree_id, &carrier_tree, &carrier, &wheels, &refreshed)?;
         println!("moved the pin to MLX v{version} ({} ={carrier}, tree {tree_id}) and refreshed patches/", pin::CARRIER_CRATE);
     }
     Ok(())
 }
 
 /// Moves the pin and replaces the series, restoring every file on failure.
-fn apply(version: &str, tree_id: &str, carrier: &str, refreshed: &Path) -> Result<()> {
+fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels: &(String, String), refreshed: &Path) -> Result<()> {
     let root = workspace_root();
     let files = ["mlx-patched/src/pin.rs", "mlx-patched/Cargo.toml", "Cargo.lock"];
     let saved: Vec<(PathBuf, Vec<u8>)> = files.iter().map(|f| root.join(f)).map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
@@ -360,9 +390,11 @@ fn apply(version: &str, tree_id: &str, carrier: &str, refreshed: &Path) -> Resul
             text.replace_range(open..close, value);
         };
         set(&mut text, "UPSTREAM_VERSION", version);
-        set(&mut text, "UPSTREAM_COMMIT", &format!("(not recorded by {} ={carrier}; see the rebase report)", pin::CARRIER_CRATE));
         set(&mut text, "UPSTREAM_TREE_ID", tree_id);
+        set(&mut text, "CARRIER_TREE_ID", carrier_tree);
         set(&mut text, "CARRIER_VERSION", carrier);
+        set(&mut text, "WHEEL_SHA256_FRONTEND", &wheels.0);
+        set(&mut text, "WHEEL_SHA256_CPU", &wheels.1);
         std::fs::write(&pin_rs, text).map_err(|e| e.to_string())?;
         let manifest = root.join(files[1]);
         let m = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;

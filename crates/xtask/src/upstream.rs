@@ -1,7 +1,7 @@
 //! The series as a branch for an upstream pull request.
 
 use crate::{target_dir, Result};
-use mlx_patched::{patch, pin, Env};
+use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -36,8 +36,9 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
         [flag, dir] if flag == "--out" => PathBuf::from(dir),
         _ => return Err("usage: cargo xtask upstream-pr [--out DIR]".into()),
     };
-    let upstream = mlx_patched::upstream(&Env::process()).map_err(|e| e.to_string())?;
-    let series = patch::series(&crate::options()?.patches_dir).map_err(|e| e.to_string())?;
+    let opts = crate::options()?;
+    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let series = patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
     if series.is_empty() {
         return Err("patches/ holds no patch: nothing to send upstream".into());
     }
@@ -70,7 +71,8 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     git(&out, &["format-patch", "-q", "--zero-commit", "-o", &series_out.display().to_string(), &format!("HEAD~{}", series.len())])?;
     let stat = git(&out, &["diff", "--stat", &format!("HEAD~{}", series.len())])?;
     let subjects = git(&out, &["log", "--reverse", "--format=%B%n----", &format!("HEAD~{}..HEAD", series.len())])?;
-    std::fs::write(dir.join("pull-request.md"), description(&subjects, &stat)).map_err(|e| e.to_string())?;
+    let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("pull-request.md"), description(&subjects, &stat, &fingerprint)).map_err(|e| e.to_string())?;
     println!(
         "\nThe series applies with `git am` onto upstream v{} ({}tree {}).\n\
          {}/series holds it, {}/pull-request.md the description; branch `main` of {} is the applied tree\n\
@@ -88,8 +90,9 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
 }
 
 /// The pull-request description: the commit messages (problem, mechanism,
-/// fix), how to reproduce, and the before/after table of the last suite run.
-fn description(messages: &str, stat: &str) -> String {
+/// fix), how to reproduce, and the before/after table of the last suite
+/// run, quoted only if that run passed on this very tree and series.
+fn description(messages: &str, stat: &str, fingerprint: &str) -> String {
     let mut text = String::from("## Compiled functions leak captured arrays through multi-output primitives\n\n");
     for message in messages.split("\n----").map(str::trim).filter(|m| !m.is_empty()) {
         let (subject, body) = message.split_once('\n').unwrap_or((message, ""));
@@ -100,7 +103,9 @@ fn description(messages: &str, stat: &str) -> String {
         op built with `array::make_arrays`), call it once and drop everything: on Linux CPU,\n\
         `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
         slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
-    let rows = target_dir().map(|t| t.join("suite-report/rows.tsv")).ok().and_then(|p| std::fs::read_to_string(p).ok());
+    let report = target_dir().map(|t| t.join("suite-report")).ok();
+    let current = report.as_ref().and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok()).is_some_and(|f| f.trim() == fingerprint);
+    let rows = report.filter(|_| current).and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
     match rows {
         Some(rows) => {
             text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";
@@ -111,7 +116,7 @@ fn description(messages: &str, stat: &str) -> String {
             }
             text += "\n";
         }
-        None => text += "(Run `cargo xtask test` first for the before/after figures.)\n\n",
+        None => text += "(No figures: the last `cargo xtask test` did not pass on this tree and series. Run it first.)\n\n",
     }
     text += &format!("### Changes\n\n```\n{stat}\n```\n");
     text

@@ -5,8 +5,14 @@
 //! `std::function`; MLX calls it back through `call_rust_fn`. Errors and
 //! panics must not unwind through C++ frames, so the callbacks catch panics
 //! and report both as `Err`, which cxx rethrows in C++ as `rust::Error`.
+//!
+//! Panics are not turned into errors, though: the payload is kept aside
+//! while the C++ frames unwind as an exception, and the safe API resumes
+//! the panic once the bridge call has returned ([`resume_panic`]), so a
+//! closure that panics panics at its caller, as any Rust call would.
 
 use crate::Error;
+use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -41,9 +47,30 @@ impl RustVjpFn {
     }
 }
 
-/// Runs `f`, turning a panic into `Err` so it never unwinds into C++.
+thread_local! {
+    /// The payload of a closure's panic, on its way out through C++.
+    static PANIC: RefCell<Option<Box<dyn Any + Send>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`; a panic becomes `Err` so that it never unwinds into C++, and
+/// its payload is kept for [`resume_panic`].
 fn no_unwind<T>(f: impl FnOnce() -> crate::Result<T>) -> crate::Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(Error::from_panic(payload)))
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let error = Error::from_panic(&*payload);
+        // An earlier panic not yet resumed (the exception was swallowed
+        // inside MLX) is superseded: the newest one is what unwinds now.
+        PANIC.with(|p| *p.borrow_mut() = Some(payload));
+        Err(error)
+    })
+}
+
+/// Resumes the panic of a Rust closure called inside the last bridge call,
+/// if one panicked. The safe API calls this after every bridge call that
+/// can run closures, whether the call returned `Ok` or `Err`.
+pub fn resume_panic() {
+    if let Some(payload) = PANIC.with(|p| p.borrow_mut().take()) {
+        std::panic::resume_unwind(payload);
+    }
 }
 
 fn reentrant() -> Error {
@@ -65,6 +92,9 @@ fn call_rust_vjp_fn(
     no_unwind(|| f(primals, cotangents, outputs))
 }
 
+// The `# Safety` section is on `compile` below; the shim cxx generates for
+// it does not carry the doc comment, which clippy then reports.
+#[allow(clippy::missing_safety_doc)]
 #[cxx::bridge(namespace = "mlx_bridge")]
 mod bridge {
     // ---- Shared types ----
@@ -101,9 +131,16 @@ mod bridge {
         // Runs the function: MLX op errors and closure errors both throw.
         fn function_call(f: &Function, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
 
-        // `mlx::core::detail::compile` keyed by the returned object's address;
-        // the caller must `compile_erase` it before dropping it.
-        fn compile(f: &Function, shapeless: bool) -> Result<UniquePtr<Function>>;
+        /// `mlx::core::detail::compile`, keyed by the returned object's address.
+        ///
+        /// # Safety
+        ///
+        /// The caller must call `compile_erase` on the returned function
+        /// before dropping it (or never free it). Otherwise the cache entry,
+        /// with every array the function captured, outlives it under a key
+        /// that a later function allocated at the same address would hit,
+        /// replaying the wrong graph.
+        unsafe fn compile(f: &Function, shapeless: bool) -> Result<UniquePtr<Function>>;
         // Erases the compile-cache entries of a function `compile` returned.
         fn compile_erase(f: &Function);
 

@@ -1,0 +1,593 @@
+//! The CMake build of a variant, its cache key and stamp, and the cheap
+//! build of a variant on top of its base's build.
+
+use crate::progress::{self, Progress};
+use crate::source::{Origin, Upstream};
+use crate::system::{self, check_system};
+use crate::variant::{Variant, VARIANTS};
+use crate::{copy_tree, describe, io, lock_file, patch, sync_tree, Env, Error};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Bumped whenever the build logic below changes what ends up in a prefix.
+const BUILD_LOGIC_VERSION: u32 = 3;
+
+/// Which MLX backend to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Linux default: the CPU backend with system BLAS/LAPACK.
+    Cpu,
+    /// macOS default: Metal plus Accelerate.
+    Metal,
+    /// Linux with the `cuda` feature: the CUDA backend (and the CPU one).
+    Cuda,
+}
+
+impl Backend {
+    pub fn for_host(cuda: bool) -> Self {
+        if cuda {
+            Backend::Cuda
+        } else if cfg!(target_os = "macos") {
+            Backend::Metal
+        } else {
+            Backend::Cpu
+        }
+    }
+}
+
+/// What a finished variant provides.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    /// `patched`, `pristine`, `suggested`, or `experiment-<name>`.
+    pub name: String,
+    pub backend: Backend,
+    /// Install prefix with `include/`, `lib/` and `lib/cmake/MLX`.
+    pub prefix: PathBuf,
+    pub include_dir: PathBuf,
+    pub lib_dir: PathBuf,
+    /// The variant's tree (upstream's with its patches applied).
+    pub source_dir: PathBuf,
+    /// Runs MLX's own doctest suite built from this variant's tree against
+    /// the installed library (a small script; built by `Options::tests`).
+    pub mlx_tests: PathBuf,
+    /// Git tree id of upstream's tree, before any patch.
+    pub upstream_tree_id: String,
+    pub origin: Origin,
+    /// Patch files applied, with the paths each was limited to.
+    pub patches: Vec<(PathBuf, Option<&'static str>)>,
+    /// The variant whose build this one was compiled in, if any.
+    pub built_on: Option<String>,
+    /// True when the stamp matched and nothing was rebuilt.
+    pub cached: bool,
+}
+
+impl Artifacts {
+    /// Tells Cargo, once, how to link this variant's libmlx: search path,
+    /// library, an rpath so binaries run without `LD_LIBRARY_PATH`, and the
+    /// metadata dependents read as `DEP_<links>_LIB_DIR`, `_PREFIX`,
+    /// `_INCLUDE` and `_VARIANT`.
+    pub fn print_cargo_metadata(&self) {
+        let lib = self.lib_dir.display();
+        println!("cargo:rustc-link-search=native={lib}");
+        println!("cargo:rustc-link-lib=dylib=mlx");
+        print_rpath(&self.lib_dir.to_string_lossy());
+        println!("cargo:lib_dir={lib}");
+        println!("cargo:prefix={}", self.prefix.display());
+        println!("cargo:include={}", self.include_dir.display());
+        println!("cargo:variant={}", self.name);
+    }
+}
+
+fn print_rpath(lib: &str) {
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+}
+
+/// For a package that depends on the crate linking MLX (`links`): the rpath
+/// of the linked library for this package's own binaries and tests, which
+/// Cargo does not pass on from the dependency.
+pub fn print_rpath_of_dependency(env: &Env, links: &str) -> Result<(), Error> {
+    let lib = env
+        .dependency_metadata(links, "lib_dir")
+        .ok_or_else(|| Error::new(format!("DEP_{}_LIB_DIR is not set: does this package depend on the crate with `links = \"{links}\"`?", links.to_uppercase())))?;
+    print_rpath(&lib);
+    Ok(())
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Holds `upstream/`, `<variant>/src`, `<variant>/build`, `<variant>/prefix`.
+    pub root: PathBuf,
+    pub backend: Backend,
+    pub jobs: usize,
+    pub extra_cmake_args: Vec<String>,
+    pub patches_dir: PathBuf,
+    pub env: Env,
+    /// Also build MLX's own C++ tests (the suite runs them; the demo and
+    /// the Rust API do not need them).
+    pub tests: bool,
+    pub progress: Progress,
+}
+
+impl Options {
+    /// Reads the options through `env` (so a build script tracks each
+    /// variable). `target_dir` is the Cargo target directory the default
+    /// root goes under. Builds the library only, quietly: set `tests` and
+    /// `progress` for more.
+    pub fn from_env(env: Env, target_dir: &Path, cuda: bool) -> Result<Self, Error> {
+        let root = env.build_dir().unwrap_or_else(|| target_dir.join("mlx"));
+        let jobs = match env.jobs()? {
+            Some(j) => j,
+            None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        };
+        let extra_cmake_args = env.cmake_args()?;
+        let patches_dir = env.series_dir().unwrap_or_else(patch::series_dir);
+        Ok(Options { root, backend: Backend::for_host(cuda), jobs, extra_cmake_args, patches_dir, env, tests: false, progress: Progress::Quiet })
+    }
+}
+
+/// Builds (or finds up to date) one variant.
+pub fn build(variant: Variant, opts: &Options) -> Result<Artifacts, Error> {
+    build_from(variant, &crate::upstream(opts)?, opts)
+}
+
+/// Builds one variant from a given upstream tree (`cargo xtask rebase`
+/// builds trees other than the pinned one this way).
+pub fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
+    build_recipe(&recipe(variant, opts)?, upstream, opts)
+}
+
+/// Builds `variants` (in order) from one look-up of the upstream tree.
+pub fn build_all(variants: &[Variant], opts: &Options) -> Result<Vec<Artifacts>, Error> {
+    let upstream = crate::upstream(opts)?;
+    variants.iter().map(|v| build_from(*v, &upstream, opts)).collect()
+}
+
+/// Builds the control plus candidate `patches` (a fix under evaluation),
+/// so MLX's suite runs the series' tests against the candidate. Lives beside
+/// the variants as `experiment-<name>`, built on the control's build.
+pub fn build_experiment(name: &str, patches: &[PathBuf], opts: &Options) -> Result<Artifacts, Error> {
+    let base = recipe(Variant::PRISTINE, opts)?;
+    let n = base.patches.len();
+    let mut stages = base.patches;
+    stages.extend(patches.iter().map(|p| (p.clone(), None)));
+    let r = Recipe { name: format!("experiment-{name}"), patches: stages, base: Some((Variant::PRISTINE, n)) };
+    build_recipe(&r, &crate::upstream(opts)?, opts)
+}
+
+/// What a build is made of: a name (its directory) and the patches applied
+/// to the upstream tree, in order, each limited to some paths or not.
+struct Recipe {
+    name: String,
+    patches: Vec<(PathBuf, Option<&'static str>)>,
+    /// The variant this one extends, and how many of `patches` are its own.
+    base: Option<(Variant, usize)>,
+}
+
+fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
+    let workspace = patch::series_dir().parent().map(Path::to_path_buf).unwrap_or_default();
+    let extra: Vec<(PathBuf, Option<&'static str>)> = variant.extra_patches.iter().map(|p| (workspace.join(p), None)).collect();
+    if let Some(base_name) = variant.base {
+        let base = VARIANTS.iter().copied().find(|v| v.name == base_name).ok_or_else(|| Error::new(format!("variant {variant} is built on `{base_name}`, which is not a variant")))?;
+        let mut r = recipe(base, opts)?;
+        let n = r.patches.len();
+        r.patches.extend(extra);
+        return Ok(Recipe { name: variant.name.to_string(), patches: r.patches, base: Some((base, n)) });
+    }
+    let series = patch::series(&opts.patches_dir)?;
+    if variant.series_paths.is_none() && series.is_empty() {
+        let msg = format!("{} holds no patch: the {variant} variant is the upstream tree", opts.patches_dir.display());
+        if opts.env.is_build_script() {
+            println!("cargo:warning={msg}");
+        } else {
+            eprintln!("{msg}");
+        }
+    }
+    let patches = extra.into_iter().chain(series.into_iter().map(|p| (p, variant.series_paths))).collect();
+    Ok(Recipe { name: variant.name.to_string(), patches, base: None })
+}
+
+/// What a variant directory's stamp says: the cache key it was built with,
+/// and whether MLX's tests were built too.
+struct Stamp {
+    key: String,
+    tests: bool,
+}
+
+fn read_stamp(path: &Path) -> Option<Stamp> {
+    let text = fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    let key = lines.next()?.to_string();
+    let tests = lines.next() == Some("tests yes");
+    Some(Stamp { key, tests })
+}
+
+fn write_stamp(path: &Path, key: &str, tests: bool, about: &str) -> Result<(), Error> {
+    fs::write(path, format!("{key}\ntests {}\n{about}", if tests { "yes" } else { "no" })).map_err(io("cannot write the stamp"))
+}
+
+/// The identity of a program: its path as given and the first line of its
+/// `--version`, so another compiler (or another version of it) is another key.
+fn tool_identity(program: &std::ffi::OsStr) -> String {
+    let first = program.to_string_lossy().split_whitespace().next().unwrap_or("").to_string();
+    let version = Command::new(&first).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string());
+    format!("{first}: {}", version.unwrap_or_else(|e| format!("not runnable ({e})")))
+}
+
+/// Everything that changes what a build produces, hashed: the logic
+/// version, upstream's tree, every patch's bytes, the CMake arguments, the
+/// compilers and CMake, and the system packages standing in for MLX's
+/// downloaded dependencies.
+fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Options) -> Result<String, Error> {
+    let mut key = Sha256::new();
+    key.update(format!("logic {BUILD_LOGIC_VERSION}\ntree {}\n", upstream.tree_id));
+    for (p, only) in &recipe.patches {
+        key.update(format!("patch {} only {only:?}\n", p.file_name().unwrap_or_default().to_string_lossy()));
+        key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
+    }
+    for a in args {
+        key.update(format!("arg {a}\n"));
+    }
+    let env = &opts.env;
+    key.update(format!("CC {:?}\nCXX {:?}\n", env.cc(), env.cxx()));
+    key.update(format!("c {}\nc++ {}\n", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())), tool_identity(&env.cxx_or_default())));
+    key.update(format!("cmake {}\n", tool_identity("cmake".as_ref())));
+    key.update(system::dependency_fingerprint(opts.backend));
+    Ok(format!("{:x}", key.finalize()))
+}
+
+fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
+    if let Some((base, own)) = recipe.base {
+        let base_recipe = self::recipe(base, opts)?;
+        let base_art = build_recipe(&base_recipe, upstream, opts)?;
+        if let Some(art) = build_on_base(recipe, own, &base_recipe, &base_art, upstream, opts)? {
+            return Ok(art);
+        }
+        // Not derivable: a build of its own, from upstream's tree.
+    }
+    let name = &recipe.name;
+    // A CUDA build of a variant lives beside the host-default one, so that
+    // switching the feature does not rebuild either.
+    let dir = variant_dir(opts, name);
+    fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let (src, build, prefix) = (dir.join("src"), dir.join("build"), dir.join("prefix"));
+    let args = cmake_args(opts, &prefix);
+    let key = cache_key(recipe, upstream, &args, opts)?;
+
+    // One build per variant at a time: build scripts of several packages and
+    // xtask may all ask for the same variant concurrently.
+    let _lock = lock_file(&dir.join("lock"))?;
+    let artifacts = Artifacts {
+        name: name.clone(),
+        backend: opts.backend,
+        include_dir: prefix.join("include"),
+        lib_dir: prefix.join("lib"),
+        mlx_tests: dir.join("mlx-tests"),
+        prefix: prefix.clone(),
+        source_dir: src.clone(),
+        upstream_tree_id: upstream.tree_id.clone(),
+        origin: upstream.origin.clone(),
+        patches: recipe.patches.clone(),
+        built_on: None,
+        cached: true,
+    };
+    let stamp_path = dir.join("stamp");
+    let label = format!("MLX {name}");
+    let log_path = dir.join("build.log");
+    let stamp = read_stamp(&stamp_path).filter(|s| s.key == key && prefix.join("lib").is_dir());
+    if let Some(stamp) = &stamp {
+        if stamp.tests || !opts.tests {
+            return Ok(artifacts);
+        }
+        // The library is current; only MLX's tests are missing.
+        let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io("cannot open build.log"))?;
+        build_targets(&build, true, opts, &log, &log_path, &format!("{label}: building MLX's tests"), upstream, name)?;
+        write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
+        rewrite_stamp_tests(&stamp_path, true)?;
+        return Ok(Artifacts { cached: false, ..artifacts });
+    }
+
+    check_system(opts.backend)?;
+    let what = if opts.tests { "the library and MLX's tests" } else { "the library" };
+    opts.progress.say(&format!("{label}: building {what} from {} (log: {})", describe(upstream), log_path.display()));
+    let started = std::time::Instant::now();
+
+    materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream), &stamp_path)?;
+    let deps = system::offline_dep_dirs(&opts.root, opts.backend)?;
+    let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
+    let mut configure = Command::new("cmake");
+    configure.arg("-S").arg(&src).arg("-B").arg(&build).args(&args).args(&deps);
+    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, upstream, name, "configure")?;
+    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), upstream, name)?;
+    let mut install = Command::new("cmake");
+    install.arg("--install").arg(&build);
+    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, upstream, name, "install")?;
+    link_cmake_package(&prefix)?;
+    write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
+    // Cargo shows build-script warnings again on later no-op builds, so this
+    // one says what happened when the script last ran.
+    if opts.env.is_build_script() {
+        println!("cargo:warning=MLX {name} was built from {} in {}s (log: {})", describe(upstream), started.elapsed().as_secs(), log_path.display());
+    }
+    write_stamp(&stamp_path, &key, opts.tests, &about(upstream, recipe))?;
+    Ok(Artifacts { cached: false, ..artifacts })
+}
+
+fn variant_dir(opts: &Options, name: &str) -> PathBuf {
+    opts.root.join(if opts.backend == Backend::Cuda { format!("{name}-cuda") } else { name.to_string() })
+}
+
+fn about(upstream: &Upstream, recipe: &Recipe) -> String {
+    let names: Vec<String> = recipe
+        .patches
+        .iter()
+        .map(|(p, only)| format!("{}{}", p.file_name().unwrap_or_default().to_string_lossy(), only.map(|o| format!("[{o}]")).unwrap_or_default()))
+        .collect();
+    format!("from {}\npatches {}\n", describe(upstream), names.join(" "))
+}
+
+fn rewrite_stamp_tests(path: &Path, tests: bool) -> Result<(), Error> {
+    let text = fs::read_to_string(path).map_err(io("cannot read the stamp"))?;
+    let mut lines: Vec<&str> = text.lines().collect();
+    let line = if tests { "tests yes" } else { "tests no" };
+    if lines.len() > 1 {
+        lines[1] = line;
+    }
+    fs::write(path, lines.join("\n") + "\n").map_err(io("cannot write the stamp"))
+}
+
+/// Runs a CMake step; a failure is an error with the log's tail.
+#[allow(clippy::too_many_arguments)]
+fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, label: &str, progress: Progress, upstream: &Upstream, name: &str, step: &str) -> Result<(), Error> {
+    // Relative paths in ccache's key let a variant reuse another's objects
+    // for every file the patches do not touch.
+    if let Some(root) = log_path.parent().and_then(Path::parent) {
+        cmd.env("CCACHE_BASEDIR", root).env("CCACHE_NOHASHDIR", "1");
+    }
+    let status = progress::run_step(cmd, log, label, progress).map_err(io(format!("cannot run cmake ({step} step)")))?;
+    if status.success() {
+        return Ok(());
+    }
+    let text = fs::read_to_string(log_path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(Error::new(format!("MLX {name} {step} step failed ({}); full log: {}\n{}", describe(upstream), log_path.display(), tail.join("\n"))))
+}
+
+/// Builds the library (target `mlx`), or everything including MLX's tests.
+#[allow(clippy::too_many_arguments)]
+fn build_targets(build: &Path, tests: bool, opts: &Options, log: &fs::File, log_path: &Path, label: &str, upstream: &Upstream, name: &str) -> Result<(), Error> {
+    let mut compile = Command::new("cmake");
+    compile.arg("--build").arg(build).arg("--parallel").arg(opts.jobs.to_string());
+    if !tests {
+        compile.args(["--target", "mlx"]);
+    }
+    run_cmake(&mut compile, log, log_path, label, opts.progress, upstream, name, "build")
+}
+
+/// `<dir>/mlx-tests`: runs MLX's doctest binary against the installed
+/// library of the variant (the library path takes precedence over the
+/// binary's own runpath), so the suite tests what users link.
+fn write_tests_script(script: &Path, tests: &Path, lib: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let var = if cfg!(target_os = "macos") { "DYLD_LIBRARY_PATH" } else { "LD_LIBRARY_PATH" };
+    let text = format!(
+        "#!/bin/sh\n# MLX's own C++ tests, run against the library installed in {lib}.\n\
+         {var}='{lib}'${{{var}:+:${var}}} exec '{tests}' \"$@\"\n",
+        lib = lib.display(),
+        tests = tests.display()
+    );
+    fs::write(script, text).map_err(io(format!("cannot write {}", script.display())))?;
+    fs::set_permissions(script, fs::Permissions::from_mode(0o755)).map_err(io("cannot make the tests script executable"))
+}
+
+/// Files that differ between two trees: (changed, added or removed).
+fn tree_diff(a: &Path, b: &Path, rel: &Path, changed: &mut Vec<PathBuf>, other: &mut Vec<PathBuf>) -> Result<(), Error> {
+    let names = |d: &Path| -> Result<BTreeSet<std::ffi::OsString>, Error> {
+        Ok(fs::read_dir(d).map_err(io(format!("cannot read {}", d.display())))?.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+    };
+    let (na, nb) = (names(&a.join(rel))?, names(&b.join(rel))?);
+    for name in na.symmetric_difference(&nb) {
+        other.push(rel.join(name));
+    }
+    for name in na.intersection(&nb) {
+        let r = rel.join(name);
+        let (ma, mb) = (fs::symlink_metadata(a.join(&r)), fs::symlink_metadata(b.join(&r)));
+        let (ma, mb) = (ma.map_err(io("cannot stat"))?, mb.map_err(io("cannot stat"))?);
+        if ma.is_dir() && mb.is_dir() {
+            tree_diff(a, b, &r, changed, other)?;
+        } else if ma.is_file() && mb.is_file() {
+            if fs::read(a.join(&r)).ok() != fs::read(b.join(&r)).ok() {
+                changed.push(r);
+            }
+        } else if ma.file_type() != mb.file_type() || fs::read_link(a.join(&r)).ok() != fs::read_link(b.join(&r)).ok() {
+            other.push(r);
+        }
+    }
+    Ok(())
+}
+
+/// The sources compiled into libmlx, from the base build's compile
+/// commands (relative to the source tree).
+fn library_sources(build: &Path, src: &Path) -> Result<BTreeSet<PathBuf>, Error> {
+    let path = build.join("compile_commands.json");
+    let text = fs::read_to_string(&path).map_err(io(format!("cannot read {}", path.display())))?;
+    let entries: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::new(format!("cannot parse {}: {e}", path.display())))?;
+    Ok(entries
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["command"].as_str().is_some_and(|c| c.contains("CMakeFiles/mlx.dir/")))
+        .filter_map(|e| e["file"].as_str().and_then(|f| Path::new(f).strip_prefix(src).ok().map(Path::to_path_buf)))
+        .collect())
+}
+
+/// Builds a variant that extends `base` with patches touching only sources
+/// of the library: those few files are compiled in the base's own build,
+/// the library is linked and installed into this variant's prefix, and the
+/// base's build is put back. MLX's tests are the base's binary run against
+/// this variant's library. Returns None when the patches touch anything
+/// else (headers, build files, tests): then the variant needs a build of
+/// its own.
+fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artifacts, upstream: &Upstream, opts: &Options) -> Result<Option<Artifacts>, Error> {
+    let name = &recipe.name;
+    let dir = variant_dir(opts, name);
+    fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let base_dir = variant_dir(opts, &base.name);
+    let (base_src, base_build) = (base_dir.join("src"), base_dir.join("build"));
+    let base_stamp_path = base_dir.join("stamp");
+    let base_stamp = read_stamp(&base_stamp_path).ok_or_else(|| Error::new(format!("the {} variant has no stamp after its build", base.name)))?;
+    let extra = &recipe.patches[own..];
+    let mut key = Sha256::new();
+    key.update(format!("logic {BUILD_LOGIC_VERSION}\non {} {}\n", base.name, base_stamp.key));
+    for (p, _) in extra {
+        key.update(format!("patch {}\n", p.file_name().unwrap_or_default().to_string_lossy()));
+        key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
+    }
+    let key = format!("{:x}", key.finalize());
+
+    let _lock = lock_file(&dir.join("lock"))?;
+    let prefix = dir.join("prefix");
+    let artifacts = Artifacts {
+        name: name.clone(),
+        backend: opts.backend,
+        include_dir: prefix.join("include"),
+        lib_dir: prefix.join("lib"),
+        mlx_tests: dir.join("mlx-tests"),
+        prefix: prefix.clone(),
+        source_dir: dir.join("src"),
+        upstream_tree_id: upstream.tree_id.clone(),
+        origin: upstream.origin.clone(),
+        patches: recipe.patches.clone(),
+        built_on: Some(base.name.clone()),
+        cached: true,
+    };
+    let stamp_path = dir.join("stamp");
+    if read_stamp(&stamp_path).is_some_and(|s| s.key == key) && prefix.join("lib").is_dir() {
+        write_tests_script(&artifacts.mlx_tests, &base_build.join("tests/tests"), &artifacts.lib_dir)?;
+        return Ok(Some(artifacts));
+    }
+
+    // The variant's tree: the base's tree plus the extra patches.
+    let staging = dir.join("src.next");
+    let _ = fs::remove_dir_all(&staging);
+    copy_tree(&base_src, &staging)?;
+    let what = format!("{} (the {} variant's tree)", describe(upstream), base.name);
+    for (p, only) in extra {
+        patch::apply_series(&staging, std::slice::from_ref(p), &what, *only)?;
+    }
+    let (mut changed, mut other) = (Vec::new(), Vec::new());
+    tree_diff(&base_src, &staging, Path::new(""), &mut changed, &mut other)?;
+    let sources = library_sources(&base_build, &base_src)?;
+    if !other.is_empty() || changed.iter().any(|f| !sources.contains(f)) {
+        let _ = fs::remove_dir_all(&staging);
+        opts.progress.say(&format!("MLX {name}: its patches change more than library sources; building it on its own"));
+        return Ok(None);
+    }
+
+    let log_path = dir.join("build.log");
+    let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
+    let files: Vec<String> = changed.iter().map(|f| f.display().to_string()).collect();
+    opts.progress.say(&format!("MLX {name}: the {} build with {} recompiled (log: {})", base.name, files.join(", "), log_path.display()));
+    let _ = fs::remove_file(&stamp_path);
+
+    // Under the base's lock: its sources are swapped while this runs. Its
+    // stamp goes first, so an interruption leaves it marked for a rebuild.
+    let base_lock = lock_file(&base_dir.join("lock"))?;
+    fs::remove_file(&base_stamp_path).map_err(io("cannot remove the base's stamp"))?;
+    let originals: Vec<(PathBuf, Vec<u8>)> = changed.iter().map(|f| (base_src.join(f), fs::read(base_src.join(f)).unwrap_or_default())).collect();
+    let swap = || -> Result<(), Error> {
+        for f in &changed {
+            fs::write(base_src.join(f), fs::read(staging.join(f)).map_err(io("cannot read a patched file"))?).map_err(io("cannot write into the base's tree"))?;
+        }
+        build_targets(&base_build, false, opts, &log, &log_path, &format!("MLX {name}: compiling on the {} build", base.name), upstream, name)?;
+        let _ = fs::remove_dir_all(&prefix);
+        let mut install = Command::new("cmake");
+        install.arg("--install").arg(&base_build).arg("--prefix").arg(&prefix);
+        run_cmake(&mut install, &log, &log_path, &format!("MLX {name}: installing"), Progress::Quiet, upstream, name, "install")
+    };
+    let result = swap();
+    // Put the base back whatever happened, and rebuild what it had.
+    for (path, bytes) in &originals {
+        fs::write(path, bytes).map_err(io(format!("cannot restore {}", path.display())))?;
+    }
+    let label = format!("MLX {}: restoring its build", base.name);
+    build_targets(&base_build, base_stamp.tests, opts, &log, &log_path, &label, upstream, &base.name)?;
+    let base_text = format!("{}\ntests {}\n{}", base_stamp.key, if base_stamp.tests { "yes" } else { "no" }, about(upstream, base_recipe));
+    fs::write(&base_stamp_path, base_text).map_err(io("cannot restore the base's stamp"))?;
+    drop(base_lock);
+    result?;
+
+    sync_tree(&staging, &dir.join("src"))?;
+    let _ = fs::remove_dir_all(&staging);
+    link_cmake_package(&prefix)?;
+    write_tests_script(&artifacts.mlx_tests, &base_build.join("tests/tests"), &artifacts.lib_dir)?;
+    write_stamp(&stamp_path, &key, false, &format!("built on {}\n{}", base.name, about(upstream, recipe)))?;
+    Ok(Some(Artifacts { cached: false, ..artifacts }))
+}
+
+/// MLX installs its CMake package to `share/cmake/MLX`; `lib/cmake/MLX` links
+/// to it so the prefix has the layout tools expect either way. The package
+/// locates the prefix relative to its own path, which has the same depth.
+fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
+    let link = prefix.join("lib/cmake/MLX");
+    if prefix.join("share/cmake/MLX").is_dir() && fs::symlink_metadata(&link).is_err() {
+        fs::create_dir_all(prefix.join("lib/cmake")).map_err(io("cannot create lib/cmake"))?;
+        std::os::unix::fs::symlink("../../share/cmake/MLX", &link).map_err(io("cannot link lib/cmake/MLX"))?;
+    }
+    Ok(())
+}
+
+/// CMake arguments for this host; part of the cache key. MLX's tests are
+/// always configured, and built only when asked for, so that adding them
+/// later compiles just the tests.
+fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-G", "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=ON",
+        "-DCMAKE_INSTALL_LIBDIR=lib",
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        "-DMLX_BUILD_TESTS=ON",
+        "-DMLX_BUILD_EXAMPLES=OFF",
+        "-DMLX_BUILD_BENCHMARKS=OFF",
+        "-DMLX_BUILD_PYTHON_BINDINGS=OFF",
+        // GGUF support fetches gguflib at configure time.
+        "-DMLX_BUILD_GGUF=OFF",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display()));
+    match opts.backend {
+        // Offline: every dependency comes from system packages.
+        Backend::Cpu => args.extend(
+            ["-DMLX_BUILD_METAL=OFF", "-DMLX_BUILD_CUDA=OFF", "-DUSE_SYSTEM_FMT=ON", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"].map(String::from),
+        ),
+        // CUDA fetches cuDNN frontend and friends through FetchContent.
+        Backend::Cuda => args.extend(["-DMLX_BUILD_METAL=OFF", "-DMLX_BUILD_CUDA=ON", "-DUSE_SYSTEM_FMT=ON"].map(String::from)),
+        // Metal needs metal-cpp, which MLX's CMake fetches; Accelerate is found by MLX on macOS.
+        Backend::Metal => args.extend(["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF"].map(String::from)),
+    }
+    args.extend(opts.extra_cmake_args.iter().cloned());
+    args
+}
+
+/// Makes `src` hold upstream plus `patches`, rewriting only files whose bytes
+/// change, so that an incremental ninja build recompiles exactly what a patch
+/// touched. The new tree is staged in `staging` first: a patch that does not
+/// apply leaves `src`, the build and the prefix (and their stamp) as they were.
+fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf, Option<&str>)], what: &str, stamp: &Path) -> Result<(), Error> {
+    let _ = fs::remove_dir_all(staging);
+    copy_tree(upstream, staging)?;
+    for (p, only) in patches {
+        patch::apply_series(staging, std::slice::from_ref(p), what, *only)?;
+    }
+    // From here on the variant is being changed: it is not done until a new stamp says so.
+    let _ = fs::remove_file(stamp);
+    sync_tree(staging, src)?;
+    let _ = fs::remove_dir_all(staging);
+    Ok(())
+}

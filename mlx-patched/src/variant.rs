@@ -1,0 +1,80 @@
+//! The variants: builds of MLX from upstream's tree, each with the verdict
+//! the suite must confirm on it.
+
+use crate::Error;
+use std::fmt;
+
+/// What of the series the pristine control takes: MLX's tests, never its library.
+pub const PRISTINE_PATHS: &str = "tests/*";
+
+/// MLX test cases that cannot pass in these builds: GGUF support fetches
+/// gguflib at configure time, so it is built off (`-DMLX_BUILD_GGUF=OFF`).
+/// (A doctest filter: `*` matches any run of characters.)
+pub const MLX_TESTS_EXCLUDED: &[&str] = &["test gguf*"];
+
+/// The verdict the suite must confirm on a variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The control: upstream's library, which has the leak. Every leak check
+    /// must see the leak here, or it proves nothing.
+    Leaks,
+    /// A fix: no leak anywhere, same bits as the control, nothing that
+    /// passes on the control fails here.
+    Fixed,
+    /// A wrong fix: the suite passes only if it rejects it (the report's
+    /// scenario still leaks, or a live group breaks, or MLX's suite fails).
+    Wrong,
+}
+
+/// One build of MLX from upstream's tree. The suite runs its checks on
+/// every variant in [`VARIANTS`] and expects the verdict in `expect`:
+/// adding a variant is one line there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub name: &'static str,
+    /// The variant whose tree this one extends with `extra_patches` (None:
+    /// upstream's tree). When the extra patches change only source files
+    /// of the library, the variant is built by recompiling just those in
+    /// the base's build, so it costs a few compile units, not a build.
+    pub base: Option<&'static str>,
+    /// Patch files, relative to the workspace, applied after the base's
+    /// (or before the series, without a base).
+    pub extra_patches: &'static [&'static str],
+    /// The part of the series applied (`None`: all of it). Unused with a base.
+    pub series_paths: Option<&'static str>,
+    pub expect: Expect,
+}
+
+impl Variant {
+    /// Upstream's library untouched, with the series' tests: the control.
+    pub const PRISTINE: Variant = Variant { name: "pristine", base: None, extra_patches: &[], series_paths: Some(PRISTINE_PATHS), expect: Expect::Leaks };
+    /// Upstream with the whole series: what users link.
+    pub const PATCHED: Variant = Variant { name: "patched", base: None, extra_patches: &[], series_paths: None, expect: Expect::Fixed };
+    /// The fix the leak report suggests (clear the siblings of every
+    /// non-deletable input in `~ArrayDesc`), on the control: the suite must
+    /// reject it on every run.
+    pub const SUGGESTED: Variant = Variant {
+        name: "suggested",
+        base: Some("pristine"),
+        extra_patches: &["docs/rejected/suggested-clear-siblings.patch"],
+        series_paths: None,
+        expect: Expect::Wrong,
+    };
+
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        VARIANTS.iter().copied().find(|v| v.name == s).ok_or_else(|| {
+            let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+            Error::new(format!("unknown variant `{s}`: expected one of {}", names.join(", ")))
+        })
+    }
+}
+
+/// Every variant the suite builds and checks, control first, bases before
+/// the variants built on them.
+pub const VARIANTS: &[Variant] = &[Variant::PRISTINE, Variant::PATCHED, Variant::SUGGESTED];
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}

@@ -65,6 +65,33 @@ pub struct Artifacts {
 }
 
 impl Artifacts {
+    /// An MLX installed by someone else in `prefix` (as `cargo xtask prefix`
+    /// prints, or any `cmake --install` of MLX): checked for the headers, the
+    /// library and the CMake package, nothing built.
+    pub fn from_prefix(prefix: &Path) -> Result<Artifacts, Error> {
+        let lib_dir = prefix.join("lib");
+        let lib = if cfg!(target_os = "macos") { "libmlx.dylib" } else { "libmlx.so" };
+        for (what, path) in [("headers", prefix.join("include/mlx/array.h")), ("library", lib_dir.join(lib)), ("CMake package", prefix.join("share/cmake/MLX/MLXConfig.cmake"))] {
+            if !path.exists() {
+                return Err(Error::new(format!("{} is not an MLX install prefix: its {what} ({}) are missing", prefix.display(), path.display())));
+            }
+        }
+        Ok(Artifacts {
+            name: format!("the MLX in {}", prefix.display()),
+            backend: Backend::for_host(false),
+            prefix: prefix.to_path_buf(),
+            include_dir: prefix.join("include"),
+            lib_dir,
+            source_dir: prefix.join("include"),
+            mlx_tests: PathBuf::new(),
+            upstream_tree_id: String::new(),
+            origin: Origin::Override,
+            patches: Vec::new(),
+            built_on: None,
+            cached: true,
+        })
+    }
+
     /// Tells Cargo, once, how to link this variant's libmlx: search path,
     /// library, an rpath so binaries run without `LD_LIBRARY_PATH`, and the
     /// metadata dependents read as `DEP_<links>_LIB_DIR`, `_PREFIX`,

@@ -18,6 +18,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("MLX_PATCHED_BUILD_DIR", "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)"),
     ("MLX_PATCHED_JOBS", "parallel compile jobs for MLX (default: all cores); must be a positive number"),
     ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),
+    ("MLX_SYS_PREFIX", "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`"),
     ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free, and builds no rejected fix (`cargo xtask rebase` sets it for an upstream that fixed the leak)"),
     ("MLX_FORK_REPORT_FILE", "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)"),
     ("CC", "C compiler CMake uses for MLX (part of the cache key)"),
@@ -94,6 +95,13 @@ impl Env {
         Ok(self.read_string("MLX_PATCHED_CMAKE_ARGS")?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
     }
 
+    /// `MLX_SYS_PREFIX`: an MLX install prefix for `crates/mlx-sys` to link
+    /// instead of the patched variant (`include/`, `lib/`,
+    /// `share/cmake/MLX`, as `cargo xtask prefix` prints).
+    pub fn mlx_sys_prefix(&self) -> Option<PathBuf> {
+        self.read("MLX_SYS_PREFIX").map(PathBuf::from)
+    }
+
     /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks.
     pub fn upstream_fixed(&self) -> bool {
         self.read("MLX_FORK_UPSTREAM_FIXED").is_some()
@@ -133,6 +141,12 @@ impl Env {
     /// `OUT_DIR`, which Cargo sets for build scripts.
     pub fn out_dir(&self) -> Result<PathBuf, Error> {
         self.read("OUT_DIR").map(PathBuf::from).ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
+    }
+
+    /// `CARGO_CFG_<KEY>`: a cfg value of the target being built (`target_arch`,
+    /// `target_os`, ...), which may differ from the build script's own host.
+    pub fn target_cfg(&self, key: &str) -> Option<String> {
+        self.read(&format!("CARGO_CFG_{}", key.to_uppercase())).and_then(|v| v.into_string().ok())
     }
 
     /// `CARGO_FEATURE_<NAME>`: whether the package being built has the feature.

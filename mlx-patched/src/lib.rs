@@ -31,7 +31,10 @@ mod variant;
 pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options};
 pub use env::{Env, VARIABLES};
 pub use progress::Progress;
-pub use source::{carrier_dir, carrier_patches, from_override, recover_upstream, tree_id, verify_tree, version_of, CarrierTree, Origin, Upstream};
+pub use source::{
+    carrier_dir, carrier_patches, from_override, mlxc_source, published_package, recover_upstream, sources_manifest, tree_id, verify_tree, version_of, CarrierTree, Origin,
+    Upstream,
+};
 pub use system::{check_system, DEBIAN_PACKAGES};
 pub use variant::{Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS, VARIANTS};
 
@@ -89,7 +92,7 @@ fn lock_file(path: &Path) -> Result<fs::File, Error> {
 /// with the carrier's own patches reversed, both tree ids checked against
 /// the pin.
 pub fn upstream(opts: &Options) -> Result<Upstream, Error> {
-    source::locate(&opts.env, &Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"), &opts.root)
+    source::locate(&opts.env, &opts.root)
 }
 
 /// A short description of the upstream tree for messages.

@@ -29,7 +29,8 @@ pub const UPSTREAM_TREE_ID: &str = "70648a0e39ecd8460c18e7d87ec28ebd140db9bb";
 pub const CARRIER_TREE_ID: &str = "d7166fafe5b164119dc0cd68d20068ab30503437";
 /// Published crate that carries the upstream tree (used as a source archive only).
 pub const CARRIER_CRATE: &str = "rlx-mlx-sys";
-/// Exact carrier version; must match the `=` requirement in `Cargo.toml`.
+/// Exact carrier version; must match the `=` requirement in
+/// `sources/mlx/Cargo.toml`, whose lock file pins the package's checksum.
 pub const CARRIER_VERSION: &str = "0.2.17";
 /// Folder of the carrier package that holds the MLX tree.
 pub const CARRIER_SUBDIR: &str = "vendor/mlx";
@@ -48,3 +49,13 @@ pub const WHEEL_PYTHON: &str = "3.11";
 pub const WHEEL_SHA256_FRONTEND: &str = "4bc6709cd92a46de44caade61ec7831647005e66113243f681168f67001155d9";
 /// SHA-256 of `mlx_cpu-<version>-py3-none-<platform>.whl`.
 pub const WHEEL_SHA256_CPU: &str = "fc5d31b90fc4f457b2f9614ed45651a567d22a6a11a03d114a90a4e10bdd8878";
+
+/// mlx-c, the C API mlx-rs binds (through `crates/mlx-sys`): its release,
+/// the published package that carries it (the `mlx-sys` crate mlx-rs 0.33
+/// depends on; `sources/mlx-c/Cargo.lock` pins its checksum), the folder
+/// that holds it, and `git write-tree` of that folder.
+pub const MLXC_VERSION: &str = "0.7.0";
+pub const MLXC_CRATE: &str = "mlx-sys";
+pub const MLXC_CRATE_VERSION: &str = "0.7.0";
+pub const MLXC_SUBDIR: &str = "src/mlx-c";
+pub const MLXC_TREE_ID: &str = "63fb5986cad1389b361ee97c249b437c63dfd6ec";

@@ -45,13 +45,18 @@ pub struct CarrierTree {
     pub patches: Vec<PathBuf>,
 }
 
+/// The manifest whose lock file pins a source package (`sources/<what>/`).
+pub fn sources_manifest(what: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sources").join(what).join("Cargo.toml")
+}
+
 /// Locates upstream's tree: the override if set, else the pinned carrier's
 /// tree with the carrier's patches reversed, recovered under `root`.
-pub fn locate(env: &Env, workspace_manifest: &Path, root: &Path) -> Result<Upstream, Error> {
+pub fn locate(env: &Env, root: &Path) -> Result<Upstream, Error> {
     if let Some(dir) = env.source_dir() {
         return from_override(dir);
     }
-    let package = carrier_dir(&env.cargo(), workspace_manifest, pin::CARRIER_VERSION)?;
+    let package = published_package(&env.cargo(), &sources_manifest("mlx"), pin::CARRIER_CRATE, pin::CARRIER_VERSION, true)?;
     recover_upstream(&package, pin::CARRIER_VERSION, &root.join("upstream"), Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)))
 }
 
@@ -154,40 +159,54 @@ pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Opt
     Ok(Upstream { dir: done, tree_id: upstream_id, origin, carrier: Some(carrier) })
 }
 
-/// Finds (and on first use downloads) the carrier package through `cargo
-/// metadata` and returns its folder. `manifest` must declare the carrier at
-/// `version` (for the pin, mlx-patched's own manifest; for a rebase dry run,
-/// a throwaway one).
-pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> Result<PathBuf, Error> {
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(manifest)
-        .output()
-        .map_err(|e| Error::new(format!("cannot run `cargo metadata` to fetch the MLX source carrier: {e}")))?;
+/// mlx-c's source tree: `src/mlx-c` of the published package that carries
+/// it (the `mlx-sys` crate mlx-rs depends on), accepted only if it hashes to
+/// the pinned tree id. Read only: it is built out of tree.
+pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
+    let package = published_package(&env.cargo(), &sources_manifest("mlx-c"), pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION, true)?;
+    let dir = package.join(pin::MLXC_SUBDIR);
+    if !dir.join("CMakeLists.txt").is_file() || !dir.join("mlx/c/mlx.h").is_file() {
+        return Err(Error::new(format!("the package {} has no mlx-c tree at {}", package.display(), dir.display())));
+    }
+    verify_tree(&dir, pin::MLXC_TREE_ID, &format!("mlx-c {} from {} {}", pin::MLXC_VERSION, pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION))?;
+    Ok(dir)
+}
+
+/// Finds (and on first use downloads) a published package through `cargo
+/// metadata` on `manifest`, which declares it at `version`, and returns its
+/// folder. With `locked`, the manifest's lock file must already pin it, so
+/// the package's checksum is the one committed here.
+pub fn published_package(cargo: &std::ffi::OsStr, manifest: &Path, name: &str, version: &str, locked: bool) -> Result<PathBuf, Error> {
+    let mut cmd = Command::new(cargo);
+    cmd.args(["metadata", "--format-version", "1", "--manifest-path"]).arg(manifest);
+    if locked {
+        cmd.arg("--locked");
+    }
+    let out = cmd.output().map_err(|e| Error::new(format!("cannot run `cargo metadata` to fetch the source package {name} {version}: {e}")))?;
     if !out.status.success() {
         return Err(Error::new(format!(
-            "`cargo metadata` failed while fetching the MLX source carrier {} {version}:\n{}",
-            pin::CARRIER_CRATE,
+            "`cargo metadata` failed while fetching the source package {name} {version} ({}):\n{}",
+            manifest.display(),
             String::from_utf8_lossy(&out.stderr)
         )));
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| Error::new(format!("cannot parse `cargo metadata` output: {e}")))?;
-    let manifest = meta["packages"]
+    let found = meta["packages"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["name"] == pin::CARRIER_CRATE && p["version"] == version)
+        .find(|p| p["name"] == name && p["version"] == version)
         .and_then(|p| p["manifest_path"].as_str())
         .map(PathBuf::from)
-        .ok_or_else(|| {
-            Error::new(format!(
-                "`cargo metadata` does not list {} {version}; is it declared in {}?",
-                pin::CARRIER_CRATE,
-                manifest.display()
-            ))
-        })?;
-    Ok(manifest.parent().unwrap().to_path_buf())
+        .ok_or_else(|| Error::new(format!("`cargo metadata` does not list {name} {version}; is it declared in {}?", manifest.display())))?;
+    Ok(found.parent().unwrap().to_path_buf())
+}
+
+/// The carrier package at `version`, declared in `manifest` (a rebase's
+/// throwaway manifest: not locked).
+pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> Result<PathBuf, Error> {
+    published_package(cargo, manifest, pin::CARRIER_CRATE, version, false)
 }
 
 /// `git write-tree` of a directory, computed in a throwaway git dir so the

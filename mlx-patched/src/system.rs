@@ -18,6 +18,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "nlohmann-json3-dev",
     "doctest-dev",
     "libfmt-dev",
+    // bindgen, for the mlx-c bindings of crates/mlx-sys.
+    "libclang-dev",
 ];
 
 struct Need {

@@ -3,6 +3,7 @@
 mod candidate;
 mod demo;
 mod deps;
+mod mlx_rs;
 mod provenance;
 mod rebase;
 mod upstream;
@@ -22,6 +23,9 @@ usage: cargo xtask <command>
                               through the Rust API and a plain C++ program
   test                        the whole regression suite (what CI runs)
   mlx-tests <variant>         run MLX's own C++ test suite built from that variant
+  mlx-rs                      print what a user of mlx-rs adds to get this fork's fix
+  mlx-rs-check                mlx-rs 0.33 through the drop-in mlx-sys, on patched and pristine:
+                              the report's scenario written against mlx-rs, and mlx-rs's own tests
   provenance                  compare the pinned tree with the official wheels of the release
                               (headers and Python files, byte for byte; needs pip)
   upstream-pr [--out DIR]     check that the patch series applies with `git am` onto a clean
@@ -47,6 +51,8 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("mlx-tests") => mlx_tests(rest),
         Some("provenance") => provenance::run(rest),
+        Some("mlx-rs") => mlx_rs::print_setup(rest),
+        Some("mlx-rs-check") => mlx_rs_check(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
@@ -123,6 +129,14 @@ fn prefix(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+fn mlx_rs_check(args: &[String]) -> Result<()> {
+    let (_, failed) = mlx_rs::check(args, &mut Vec::new())?;
+    if failed > 0 {
+        return Err(format!("{failed} mlx-rs checks failed"));
+    }
+    Ok(())
+}
+
 /// MLX's doctest suite of one variant, as built with that variant.
 fn mlx_tests(args: &[String]) -> Result<()> {
     let [variant, doctest_args @ ..] = args else { return Err("usage: cargo xtask mlx-tests <patched|pristine> [doctest args]".into()) };
@@ -171,7 +185,30 @@ fn test() -> Result<()> {
     }
     let series = mlx_patched::patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    if outcome.is_ok() {
+
+    // mlx-rs 0.33 through the drop-in mlx-sys: the report's scenario written
+    // against its API, and its own tests, on patched and on pristine.
+    let mut mlx_rs_rows = Vec::new();
+    let mlx_rs = match mlx_rs::check(&[], &mut mlx_rs_rows) {
+        Ok((p, f)) => {
+            passed += p;
+            failed += f;
+            if f == 0 { Ok(()) } else { Err(format!("{f} mlx-rs checks failed")) }
+        }
+        Err(e) => {
+            failed += 1;
+            Err(e)
+        }
+    };
+    if !mlx_rs_rows.is_empty() {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&rows).map_err(|e| e.to_string())?;
+        for row in &mlx_rs_rows {
+            writeln!(f, "{row}").map_err(|e| e.to_string())?;
+        }
+    }
+
+    if outcome.is_ok() && mlx_rs.is_ok() {
         // The figures belong to this tree and series: `upstream-pr` quotes
         // them only while both are unchanged.
         let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
@@ -206,7 +243,7 @@ fn test() -> Result<()> {
     failed += upstream_pr.is_err() as u32;
     print_summary(&rows);
     println!("\nxtask test: {passed} passed, {failed} failed ({})", mlx_patched::progress::elapsed(started.elapsed()));
-    outcome.and(provenance).and(upstream_pr)
+    outcome.and(mlx_rs).and(provenance).and(upstream_pr)
 }
 
 /// Runs `cargo test`, echoing its output and adding up its result lines.

@@ -365,7 +365,7 @@ pub fn run(args: &[String]) -> Result<()> {
 /// Moves the pin and replaces the series, restoring every file on failure.
 fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels: &(String, String), refreshed: &Path) -> Result<()> {
     let root = workspace_root();
-    let files = ["mlx-patched/src/pin.rs", "mlx-patched/Cargo.toml", "Cargo.lock"];
+    let files = ["mlx-patched/src/pin.rs", "mlx-patched/sources/mlx/Cargo.toml", "mlx-patched/sources/mlx/Cargo.lock"];
     let saved: Vec<(PathBuf, Vec<u8>)> = files.iter().map(|f| root.join(f)).map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
     let patches = patch::series_dir();
     let saved_series: Vec<(PathBuf, Vec<u8>)> =
@@ -409,7 +409,10 @@ fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels
         for p in patch::series(refreshed).map_err(|e| e.to_string())? {
             std::fs::copy(&p, patches.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
         }
-        let status = cargo().args(["update", "--package", pin::CARRIER_CRATE, "--precise", carrier]).status().map_err(|e| e.to_string())?;
+        let status = cargo()
+            .args(["update", "--manifest-path", files[1], "--package", pin::CARRIER_CRATE, "--precise", carrier])
+            .status()
+            .map_err(|e| e.to_string())?;
         if !status.success() {
             return Err(format!("cargo update of {} to {carrier} failed", pin::CARRIER_CRATE));
         }

@@ -1,0 +1,300 @@
+//! mlx-rs on this fork's MLX, through the drop-in `crates/mlx-sys`.
+//!
+//! * `cargo xtask mlx-rs`: the lines a user of mlx-rs adds, for this checkout.
+//! * `cargo xtask mlx-rs-check`: the proof and mlx-rs's own tests, on the
+//!   patched variant and on the pristine control:
+//!   - `tests/mlx-rs`, the report's scenario written against mlx-rs 0.33's
+//!     public API: 0 bytes per cycle on patched, the whole weight set on
+//!     pristine, the same bits on both (and as the C++ probe), the
+//!     split-versus-slices and not-evaluated cells, and the shims;
+//!   - mlx-rs 0.33.0's own unit and integration tests, from the published
+//!     package: nothing that passes on pristine may fail on patched.
+
+use crate::{cargo, target_dir, workspace_root, Result};
+use mlx_patched::{Artifacts, Env, Variant};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MIB: i64 = 1 << 20;
+
+/// The patched prefix, built if needed.
+fn prefix_of(variant: Variant) -> Result<Artifacts> {
+    mlx_patched::build(variant, &crate::options()?).map_err(|e| e.to_string())
+}
+
+pub fn print_setup(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask mlx-rs".into());
+    }
+    let patched = prefix_of(Variant::PATCHED)?;
+    let sys = workspace_root().join("crates/mlx-sys");
+    let lib = patched.lib_dir.display();
+    println!(
+        "\
+To build mlx-rs 0.33 against this checkout's patched MLX, add to your project's Cargo.toml:
+
+    [patch.crates-io]
+    mlx-sys = {{ path = \"{sys}\" }}
+
+and depend on mlx-rs as usual:
+
+    mlx-rs = {{ version = \"0.33\", default-features = false }}   # Linux: the CPU backend
+    mlx-rs = \"0.33\"                                              # macOS: Metal + Accelerate (the defaults)
+
+To link the MLX already built here (instead of building it again in your
+target directory) and let your binaries find it at run time, add to your
+project's .cargo/config.toml:
+
+    [env]
+    MLX_SYS_PREFIX = \"{prefix}\"
+
+    [build]
+    rustflags = [\"-C\", \"link-arg=-Wl,-rpath,{lib}\"]
+
+(Without MLX_SYS_PREFIX, mlx-sys builds the patched MLX into <your target>/mlx/patched/prefix
+on the first build; the rpath is then that prefix's lib/. Instead of the rpath you may run with
+LD_LIBRARY_PATH={lib}, DYLD_LIBRARY_PATH on macOS.)
+For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
+        sys = sys.display(),
+        prefix = patched.prefix.display(),
+    );
+    Ok(())
+}
+
+/// One run of the proof program: its `cycle` lines, or its shim lines.
+struct Run {
+    retained: Vec<i64>,
+    digests: Vec<String>,
+}
+
+fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> {
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("{} {args:?} failed ({}):\n{stdout}{}", exe.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut run = Run { retained: Vec::new(), digests: Vec::new() };
+    // `cycle <i> <key> <value> ...`: the C++ probe prints more keys.
+    for line in stdout.lines().filter(|l| l.starts_with("cycle ")) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let value = |key: &str| w.chunks(2).find(|kv| kv[0] == key && kv.len() == 2).map(|kv| kv[1]).ok_or(format!("no {key} in: {line}"));
+        run.retained.push(value("retained_bytes")?.parse().map_err(|_| format!("bad line: {line}"))?);
+        run.digests.push(value("digest")?.to_string());
+    }
+    Ok(run)
+}
+
+/// The environment that makes mlx-sys link `variant`: the patched variant
+/// through mlx-patched (sharing this checkout's build of it), the control
+/// through `MLX_SYS_PREFIX`.
+fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathBuf)>> {
+    let root = crate::options()?.root;
+    Ok(match variant {
+        Variant { name: "patched", .. } => vec![("MLX_PATCHED_BUILD_DIR", root)],
+        _ => vec![("MLX_SYS_PREFIX", mlx.prefix.clone())],
+    })
+}
+
+/// Builds `tests/mlx-rs` for one variant, in a target directory of its own.
+fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
+    let target = target_dir()?.join("mlx-rs").join(variant.name);
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--manifest-path", "tests/mlx-rs/Cargo.toml"]).env("CARGO_TARGET_DIR", &target);
+    for (k, v) in sys_env(variant, mlx)? {
+        build.env(k, v);
+    }
+    eprintln!("building tests/mlx-rs (mlx-rs 0.33 + the drop-in mlx-sys) against {}", variant.name);
+    crate::run(&mut build)?;
+    Ok(target.join("debug/mlx-rs-leak-scenario"))
+}
+
+/// The report's sizes; the other cells, 3 cycles each.
+const CELLS: &[(&str, &[&str])] = &[
+    ("split / weights evaluated / compiled", &["--cycles", "10"]),
+    ("two slices / weights evaluated / compiled", &["--cycles", "3", "--slices"]),
+    ("split / weights not evaluated / compiled", &["--cycles", "3", "--no-eval-outside"]),
+];
+
+/// The proof: returns (checks passed, failures).
+fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+    let mut failures = Vec::new();
+    let mut passed = 0;
+    let mut runs: BTreeMap<(&str, &str), Run> = BTreeMap::new();
+    for (variant, mlx) in variants {
+        let exe = build_proof(*variant, mlx)?;
+        for (cell, args) in CELLS {
+            let run = run_proof(&exe, args, &[])?;
+            let mean = run.retained.iter().sum::<i64>() / run.retained.len().max(1) as i64;
+            println!("mlx-rs, {}: {cell}: {} bytes per cycle (mean), {:?}", variant.name, mean, run.retained);
+            let ok = match (variant.expect, *cell == CELLS[0].0, cell.contains("not evaluated")) {
+                (mlx_patched::Expect::Fixed, _, _) => run.retained.iter().all(|&b| b == 0),
+                // The control: the whole 24 MiB weight set, every cycle.
+                (_, true, _) => run.retained.iter().all(|&b| (24 * MIB..25 * MIB).contains(&b)),
+                // Weights sampled inside the compiled graph: only the PRNG keys leak.
+                (_, _, true) => run.retained.iter().all(|&b| (0..1024).contains(&b)),
+                _ => run.retained.iter().all(|&b| b == 0),
+            };
+            if ok {
+                passed += 1;
+            } else {
+                failures.push(format!("mlx-rs {} {cell}: retained {:?}", variant.name, run.retained));
+            }
+            runs.insert((variant.name, cell), run);
+        }
+        let shims = Command::new(&exe).arg("--shims").output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&shims.stdout);
+        print!("{}", text.lines().map(|l| format!("mlx-rs, {}: {l}\n", variant.name)).collect::<String>());
+        if shims.status.success() && text.lines().filter(|l| l.ends_with(" ok")).count() == 3 {
+            passed += 1;
+        } else {
+            failures.push(format!("mlx-rs {}: shims failed: {}{}", variant.name, text, String::from_utf8_lossy(&shims.stderr)));
+        }
+    }
+    // Bit-identical outputs across variants (every cell), and with the
+    // C++ probe for the report's cell.
+    for (cell, _) in CELLS {
+        let digests: Vec<&String> = variants.iter().filter_map(|(v, _)| runs.get(&(v.name, *cell))).flat_map(|r| &r.digests).collect();
+        let same = digests.windows(2).all(|w| w[0] == w[1]);
+        if same {
+            passed += 1;
+        } else {
+            failures.push(format!("mlx-rs {cell}: outputs differ across cycles or variants: {digests:?}"));
+        }
+        let cells: Vec<String> = variants
+            .iter()
+            .filter_map(|(v, _)| runs.get(&(v.name, *cell)).map(|r| format!("{}={}", v.name, r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64)))
+            .collect();
+        rows.push(format!("mlx-rs 0.33: {cell}\t{}\tbit-identical={}", cells.join("\t"), if same { "yes" } else { "no" }));
+    }
+    let (patched, mlx) = variants.iter().find(|(v, _)| v.name == "patched").ok_or("no patched variant")?;
+    let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
+    let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
+    let cpp = cpp.map(|r| r.digests).unwrap_or_default();
+    let rust = runs.get(&(patched.name, CELLS[0].0)).map(|r| r.digests.clone()).unwrap_or_default();
+    if !cpp.is_empty() && rust.first() == cpp.first() {
+        println!("mlx-rs and the C++ API computed the same bits: {}", cpp[0]);
+        passed += 1;
+    } else {
+        failures.push(format!("mlx-rs and the C++ probe computed different bits: {rust:?} vs {cpp:?}"));
+    }
+    Ok((passed, failures))
+}
+
+/// Outcome of each test of mlx-rs's suite (`ok`, `FAILED`, `ignored`), by
+/// name (module paths in the library's tests; the integration test's own).
+fn suite_results(stdout: &str) -> BTreeMap<String, String> {
+    let mut results = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("test ") else { continue };
+        let Some((name, outcome)) = rest.rsplit_once(" ... ") else { continue };
+        let outcome = outcome.split_whitespace().next().unwrap_or("").to_string();
+        results.insert(name.to_string(), outcome);
+    }
+    results
+}
+
+/// mlx-rs 0.33.0's own tests on one variant: (results, why each failure failed).
+fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    let src = target_dir()?.join("mlx-rs/suite-src");
+    if !src.join("Cargo.toml").is_file() {
+        // A fresh copy of the published package: cargo writes its lock file
+        // and nothing may be written into the registry's copy.
+        let package = mlx_patched::published_package(&Env::process().cargo(), &workspace_root().join("tests/mlx-rs/Cargo.toml"), "mlx-rs", "0.33.0", false)
+            .map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_dir_all(&src);
+        mlx_patched::copy_tree(&package, &src).map_err(|e| e.to_string())?;
+        // A workspace of its own: the copy may sit inside this one (target/).
+        let manifest = src.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        std::fs::write(&manifest, text + "\n[workspace]\n").map_err(|e| e.to_string())?;
+    }
+    let sys = workspace_root().join("crates/mlx-sys");
+    let mut test = cargo();
+    test.args(["test", "--manifest-path"])
+        .arg(src.join("Cargo.toml"))
+        .args(["--no-default-features", "--features", "safetensors", "--lib", "--tests", "--no-fail-fast"])
+        .arg("--config")
+        .arg(format!("patch.crates-io.mlx-sys.path={:?}", sys.display().to_string()))
+        .env("CARGO_TARGET_DIR", target_dir()?.join("mlx-rs").join(format!("suite-{}", variant.name)))
+        // The test binaries have no rpath of their own.
+        .env(if cfg!(target_os = "macos") { "DYLD_LIBRARY_PATH" } else { "LD_LIBRARY_PATH" }, &mlx.lib_dir);
+    for (k, v) in sys_env(variant, mlx)? {
+        test.env(k, v);
+    }
+    eprintln!("running mlx-rs 0.33.0's own tests against {} (drop-in mlx-sys)", variant.name);
+    let out = test.output().map_err(|e| format!("cannot run cargo test for mlx-rs: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    std::fs::write(target_dir()?.join("mlx-rs").join(format!("suite-{}.log", variant.name)), format!("{stdout}\n{stderr}")).map_err(|e| e.to_string())?;
+    let results = suite_results(&stdout);
+    if results.is_empty() {
+        return Err(format!("mlx-rs's tests did not run on {} ({}):\n{}", variant.name, out.status, stderr.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
+    }
+    // `---- name stdout ----` blocks: the first panic line of each failure.
+    let mut reasons = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
+            current = Some(name.to_string());
+        } else if let Some(name) = &current {
+            if line.contains("panicked at") || line.starts_with("assertion") || line.starts_with("called `") {
+                reasons.entry(name.clone()).or_insert_with(String::new).push_str(line.trim());
+                reasons.get_mut(name).unwrap().push(' ');
+            }
+        }
+    }
+    Ok((results, reasons))
+}
+
+fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
+    results.values().filter(|o| *o == outcome).count()
+}
+
+pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask mlx-rs-check".into());
+    }
+    let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED].into_iter().map(|v| prefix_of(v).map(|a| (v, a))).collect::<Result<_>>()?;
+    let (mut passed, mut failures) = proof(&variants, rows)?;
+
+    let mut suites = Vec::new();
+    for (variant, mlx) in &variants {
+        suites.push((variant.name, run_suite(*variant, mlx)?));
+    }
+    for (name, (results, _)) in &suites {
+        println!("mlx-rs 0.33.0's own tests on {name}: {} passed, {} failed, {} ignored", count(results, "ok"), count(results, "FAILED"), count(results, "ignored"));
+    }
+    let (pristine, patched) = (&suites[0].1, &suites[1].1);
+    let regressions: Vec<&String> = pristine.0.iter().filter(|(n, o)| *o == "ok" && patched.0.get(*n).map(String::as_str) != Some("ok")).map(|(n, _)| n).collect();
+    let both: Vec<&String> = patched.0.iter().filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) == Some("FAILED")).map(|(n, _)| n).collect();
+    for name in &both {
+        let why = patched.1.get(*name).map(String::as_str).unwrap_or("(see target/mlx-rs/suite-patched.log)");
+        println!("  fails on both: {name}: {why}");
+    }
+    let only_patched: Vec<&String> = patched.0.iter().filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) != Some("FAILED")).map(|(n, _)| n).collect();
+    if regressions.is_empty() && only_patched.is_empty() {
+        passed += 1;
+    } else {
+        failures.push(format!("mlx-rs tests that pass on pristine but not on patched: {regressions:?}; failing only on patched: {only_patched:?}"));
+    }
+    rows.push(format!(
+        "note\tmlx-rs 0.33.0's own tests: pristine {} passed / {} failed / {} ignored, patched {} / {} / {}; {} fail on both",
+        count(&pristine.0, "ok"),
+        count(&pristine.0, "FAILED"),
+        count(&pristine.0, "ignored"),
+        count(&patched.0, "ok"),
+        count(&patched.0, "FAILED"),
+        count(&patched.0, "ignored"),
+        both.len()
+    ));
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    Ok((passed, failures.len() as u32))
+}

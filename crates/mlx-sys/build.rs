@@ -32,6 +32,12 @@ fn main() -> Result<(), Error> {
     println!("cargo:rustc-link-lib=dylib={}", if apple { "c++" } else { "stdc++" });
     // What the published crate tells its dependents, where it applies.
     println!("cargo:version={}", mlx_patched::version_of(&mlx.include_dir)?);
+    // Cargo gives dependents no rpath: say once, when this runs, what binaries need.
+    println!(
+        "cargo:warning=mlx-sys: libmlx ({}) is in {lib}; binaries need it at run time: add `-C link-arg=-Wl,-rpath,{lib}` to rustflags or set LD_LIBRARY_PATH (cargo xtask mlx-rs prints the lines)",
+        mlx.name,
+        lib = mlx.lib_dir.display()
+    );
     Ok(())
 }
 

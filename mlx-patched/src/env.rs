@@ -23,7 +23,8 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("MLX_FORK_REPORT_FILE", "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)"),
     ("CC", "C compiler CMake uses for MLX (part of the cache key)"),
     ("CXX", "C++ compiler CMake uses for MLX and the probe programs are built with (default `c++`; part of the cache key)"),
-    ("CARGO", "the cargo that runs `cargo metadata` to fetch the source carrier"),
+    ("CARGO", "the cargo that runs `cargo metadata` to fetch the source packages"),
+    ("PYTHON", "the Python whose pip fetches the official wheels for `cargo xtask provenance` (default `python3`)"),
     ("CARGO_TARGET_DIR", "Cargo's target directory, which holds the default build directory"),
 ];
 
@@ -131,6 +132,11 @@ impl Env {
     /// `CARGO`: the cargo that runs `cargo metadata` (default `cargo`).
     pub fn cargo(&self) -> OsString {
         self.read("CARGO").unwrap_or_else(|| "cargo".into())
+    }
+
+    /// `PYTHON`: the interpreter whose pip fetches wheels (default `python3`).
+    pub fn python(&self) -> OsString {
+        self.read("PYTHON").unwrap_or_else(|| "python3".into())
     }
 
     /// `CARGO_TARGET_DIR`: Cargo's target directory when set.

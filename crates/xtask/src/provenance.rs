@@ -78,7 +78,7 @@ const UNREACHABLE: &[&str] = &[
 pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Outcome> {
     let sha = |s: &str| pinned.then(|| s.to_string());
     let wheels = [Wheel { package: "mlx", sha256: sha(pin::WHEEL_SHA256_FRONTEND) }, Wheel { package: "mlx-cpu", sha256: sha(pin::WHEEL_SHA256_CPU) }];
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let python = mlx_patched::Env::process().python();
     if !Command::new(&python).args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success()) {
         return Ok(Outcome::Skipped(format!("{} has no pip (Debian: apt-get install python3-pip)", python.to_string_lossy())));
     }

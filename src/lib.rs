@@ -194,7 +194,7 @@ fn unescape(s: &str) -> String {
 /// off) in a child process, which may crash without taking the test along.
 pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
     let out = Command::new(variant.mlx_tests)
-        .args(["--reporters=junit", "--no-colors", &format!("--test-case-exclude={}", mlx_patched::MLX_TESTS_EXCLUDED.join(","))])
+        .args(["--reporters=junit", "--no-colors", &mlx_patched::mlx_tests_filter()])
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
     let xml = String::from_utf8_lossy(&out.stdout);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Bumped whenever the build logic below changes what ends up in a prefix.
-const BUILD_LOGIC_VERSION: u32 = 3;
+const BUILD_LOGIC_VERSION: u32 = 4;
 
 /// Which MLX backend to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +60,9 @@ pub struct Artifacts {
     pub patches: Vec<(PathBuf, Option<&'static str>)>,
     /// The variant whose build this one was compiled in, if any.
     pub built_on: Option<String>,
+    /// The cache key the variant was built with (empty for a prefix built
+    /// elsewhere): what anything built from it is keyed on.
+    pub build_key: String,
     /// True when the stamp matched and nothing was rebuilt.
     pub cached: bool,
 }
@@ -88,6 +91,7 @@ impl Artifacts {
             origin: Origin::Override,
             patches: Vec::new(),
             built_on: None,
+            build_key: String::new(),
             cached: true,
         })
     }
@@ -280,7 +284,10 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let dir = variant_dir(opts, name);
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let (src, build, prefix) = (dir.join("src"), dir.join("build"), dir.join("prefix"));
-    let args = cmake_args(opts, &prefix);
+    let mut args = cmake_args(opts, &prefix);
+    // GGUF support compiles gguflib in: from the pinned package, not git.
+    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
+    args.push(format!("-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}", gguflib.display()));
     let key = cache_key(recipe, upstream, &args, opts)?;
 
     // One build per variant at a time: build scripts of several packages and
@@ -298,10 +305,12 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
         origin: upstream.origin.clone(),
         patches: recipe.patches.clone(),
         built_on: None,
+        build_key: key.clone(),
         cached: true,
     };
     let stamp_path = dir.join("stamp");
     let label = format!("MLX {name}");
+    let what = format!("MLX {name} ({})", describe(upstream));
     let log_path = dir.join("build.log");
     let stamp = read_stamp(&stamp_path).filter(|s| s.key == key && prefix.join("lib").is_dir());
     if let Some(stamp) = &stamp {
@@ -310,7 +319,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
         }
         // The library is current; only MLX's tests are missing.
         let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io("cannot open build.log"))?;
-        build_targets(&build, true, opts, &log, &log_path, &format!("{label}: building MLX's tests"), upstream, name)?;
+        build_targets(&build, true, opts, &log, &log_path, &format!("{label}: building MLX's tests"), &what)?;
         write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
         rewrite_stamp_tests(&stamp_path, true)?;
         return Ok(Artifacts { cached: false, ..artifacts });
@@ -326,11 +335,11 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     let mut configure = Command::new("cmake");
     configure.arg("-S").arg(&src).arg("-B").arg(&build).args(&args).args(&deps);
-    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, upstream, name, "configure")?;
-    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), upstream, name)?;
+    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, &what, "configure")?;
+    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), &what)?;
     let mut install = Command::new("cmake");
     install.arg("--install").arg(&build);
-    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, upstream, name, "install")?;
+    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, &what, "install")?;
     link_cmake_package(&prefix)?;
     write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
     // Cargo shows build-script warnings again on later no-op builds, so this
@@ -365,9 +374,9 @@ fn rewrite_stamp_tests(path: &Path, tests: bool) -> Result<(), Error> {
     fs::write(path, lines.join("\n") + "\n").map_err(io("cannot write the stamp"))
 }
 
-/// Runs a CMake step; a failure is an error with the log's tail.
-#[allow(clippy::too_many_arguments)]
-fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, label: &str, progress: Progress, upstream: &Upstream, name: &str, step: &str) -> Result<(), Error> {
+/// Runs a CMake step; a failure is an error naming `what` was built, with
+/// the log's tail.
+pub(crate) fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, label: &str, progress: Progress, what: &str, step: &str) -> Result<(), Error> {
     // Relative paths in ccache's key let a variant reuse another's objects
     // for every file the patches do not touch.
     if let Some(root) = log_path.parent().and_then(Path::parent) {
@@ -380,18 +389,17 @@ fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, label: &str, pr
     let text = fs::read_to_string(log_path).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(40).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(Error::new(format!("MLX {name} {step} step failed ({}); full log: {}\n{}", describe(upstream), log_path.display(), tail.join("\n"))))
+    Err(Error::new(format!("{what}: the {step} step failed; full log: {}\n{}", log_path.display(), tail.join("\n"))))
 }
 
 /// Builds the library (target `mlx`), or everything including MLX's tests.
-#[allow(clippy::too_many_arguments)]
-fn build_targets(build: &Path, tests: bool, opts: &Options, log: &fs::File, log_path: &Path, label: &str, upstream: &Upstream, name: &str) -> Result<(), Error> {
+fn build_targets(build: &Path, tests: bool, opts: &Options, log: &fs::File, log_path: &Path, label: &str, what: &str) -> Result<(), Error> {
     let mut compile = Command::new("cmake");
     compile.arg("--build").arg(build).arg("--parallel").arg(opts.jobs.to_string());
     if !tests {
         compile.args(["--target", "mlx"]);
     }
-    run_cmake(&mut compile, log, log_path, label, opts.progress, upstream, name, "build")
+    run_cmake(&mut compile, log, log_path, label, opts.progress, what, "build")
 }
 
 /// `<dir>/mlx-tests`: runs MLX's doctest binary against the installed
@@ -489,6 +497,7 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
         origin: upstream.origin.clone(),
         patches: recipe.patches.clone(),
         built_on: Some(base.name.clone()),
+        build_key: key.clone(),
         cached: true,
     };
     let stamp_path = dir.join("stamp");
@@ -515,6 +524,7 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
     }
 
     let log_path = dir.join("build.log");
+    let what = format!("MLX {name} on the {} build ({})", base.name, describe(upstream));
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     let files: Vec<String> = changed.iter().map(|f| f.display().to_string()).collect();
     opts.progress.say(&format!("MLX {name}: the {} build with {} recompiled (log: {})", base.name, files.join(", "), log_path.display()));
@@ -529,11 +539,11 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
         for f in &changed {
             fs::write(base_src.join(f), fs::read(staging.join(f)).map_err(io("cannot read a patched file"))?).map_err(io("cannot write into the base's tree"))?;
         }
-        build_targets(&base_build, false, opts, &log, &log_path, &format!("MLX {name}: compiling on the {} build", base.name), upstream, name)?;
+        build_targets(&base_build, false, opts, &log, &log_path, &format!("MLX {name}: compiling on the {} build", base.name), &what)?;
         let _ = fs::remove_dir_all(&prefix);
         let mut install = Command::new("cmake");
         install.arg("--install").arg(&base_build).arg("--prefix").arg(&prefix);
-        run_cmake(&mut install, &log, &log_path, &format!("MLX {name}: installing"), Progress::Quiet, upstream, name, "install")
+        run_cmake(&mut install, &log, &log_path, &format!("MLX {name}: installing"), Progress::Quiet, &what, "install")
     };
     let result = swap();
     // Put the base back whatever happened, and rebuild what it had.
@@ -541,7 +551,7 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
         fs::write(path, bytes).map_err(io(format!("cannot restore {}", path.display())))?;
     }
     let label = format!("MLX {}: restoring its build", base.name);
-    build_targets(&base_build, base_stamp.tests, opts, &log, &log_path, &label, upstream, &base.name)?;
+    build_targets(&base_build, base_stamp.tests, opts, &log, &log_path, &label, &format!("MLX {} ({})", base.name, describe(upstream)))?;
     let base_text = format!("{}\ntests {}\n{}", base_stamp.key, if base_stamp.tests { "yes" } else { "no" }, about(upstream, base_recipe));
     fs::write(&base_stamp_path, base_text).map_err(io("cannot restore the base's stamp"))?;
     drop(base_lock);
@@ -581,8 +591,7 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
         "-DMLX_BUILD_EXAMPLES=OFF",
         "-DMLX_BUILD_BENCHMARKS=OFF",
         "-DMLX_BUILD_PYTHON_BINDINGS=OFF",
-        // GGUF support fetches gguflib at configure time.
-        "-DMLX_BUILD_GGUF=OFF",
+        "-DMLX_BUILD_GGUF=ON",
     ]
     .iter()
     .map(|s| s.to_string())

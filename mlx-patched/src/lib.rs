@@ -24,19 +24,21 @@ mod env;
 pub mod patch;
 pub mod pin;
 pub mod progress;
+mod python;
 mod source;
 mod system;
 mod variant;
 
 pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options};
 pub use env::{Env, VARIABLES};
+pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;
 pub use source::{
     carrier_dir, carrier_patches, from_override, mlxc_source, published_package, recover_upstream, sources_manifest, tree_id, verify_tree, version_of, CarrierTree, Origin,
     Upstream,
 };
 pub use system::{check_system, DEBIAN_PACKAGES};
-pub use variant::{Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS, VARIANTS};
+pub use variant::{mlx_tests_filter, Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS, VARIANTS};
 
 use std::fmt;
 use std::fs;

@@ -59,3 +59,15 @@ pub const MLXC_CRATE: &str = "mlx-sys";
 pub const MLXC_CRATE_VERSION: &str = "0.7.0";
 pub const MLXC_SUBDIR: &str = "src/mlx-c";
 pub const MLXC_TREE_ID: &str = "63fb5986cad1389b361ee97c249b437c63dfd6ec";
+
+/// gguflib (antirez's gguf-tools), which MLX compiles in for GGUF support:
+/// the commit MLX's `mlx/io/CMakeLists.txt` fetches (checked against the
+/// tree), the published package that carries it (`sources/gguflib/Cargo.lock`
+/// pins its checksum), the folder, and `git write-tree` of that folder. The
+/// folder's files match that commit: its NAR hash equals the one packagers
+/// pin for a download of the commit (docs/provenance.md).
+pub const GGUFLIB_COMMIT: &str = "8fa6eb65236618e28fd7710a0fba565f7faa1848";
+pub const GGUFLIB_CRATE: &str = "mlxrs-sys";
+pub const GGUFLIB_CRATE_VERSION: &str = "0.2.0";
+pub const GGUFLIB_SUBDIR: &str = "vendor/gguflib";
+pub const GGUFLIB_TREE_ID: &str = "65a018c48619d693e6e9ed7ec3a913b06ec59105";

@@ -172,6 +172,26 @@ pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
+/// gguflib's source tree for MLX's GGUF support: the folder of the package
+/// that carries it, accepted only if it hashes to the pinned tree id and if
+/// `tree` (the MLX tree being built) fetches that very commit.
+pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
+    let cmake = tree.join("mlx/io/CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake).map_err(|e| Error::new(format!("cannot read {}: {e}", cmake.display())))?;
+    let wanted = text.lines().find_map(|l| l.trim().strip_prefix("GIT_TAG ")).map(|t| t.trim().trim_end_matches(')').trim());
+    if wanted != Some(pin::GGUFLIB_COMMIT) {
+        return Err(Error::new(format!(
+            "{} fetches gguflib at {wanted:?}, but the pinned gguflib is commit {}: move the gguflib pin (mlx-patched/src/pin.rs) with the MLX tree",
+            cmake.display(),
+            pin::GGUFLIB_COMMIT
+        )));
+    }
+    let package = published_package(&env.cargo(), &sources_manifest("gguflib"), pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION, true)?;
+    let dir = package.join(pin::GGUFLIB_SUBDIR);
+    verify_tree(&dir, pin::GGUFLIB_TREE_ID, &format!("gguflib {} from {} {}", &pin::GGUFLIB_COMMIT[..12], pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION))?;
+    Ok(dir)
+}
+
 /// Finds (and on first use downloads) a published package through `cargo
 /// metadata` on `manifest`, which declares it at `version`, and returns its
 /// folder. With `locked`, the manifest's lock file must already pin it, so

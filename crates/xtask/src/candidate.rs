@@ -31,8 +31,8 @@ pub fn run(args: &[String]) -> Result<()> {
     print!("{}{}", String::from_utf8_lossy(&held.stdout), String::from_utf8_lossy(&held.stderr));
     println!("   => {}", held.status);
 
-    println!("-- MLX's own suite (GGUF cases excluded)");
-    let exclude = format!("--test-case-exclude={}", mlx_patched::MLX_TESTS_EXCLUDED.join(","));
+    println!("-- MLX's own suite");
+    let exclude = mlx_patched::mlx_tests_filter();
     let suite = Command::new(&mlx.mlx_tests).args(["--no-colors", &exclude]).output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&suite.stdout);
     for line in text.lines().filter(|l| l.starts_with("TEST CASE:") || l.starts_with("[doctest] test cases") || l.contains("Status:")) {

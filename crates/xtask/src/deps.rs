@@ -4,8 +4,9 @@
 use crate::Result;
 use std::process::Command;
 
-/// Beyond what the build needs, the suite runs valgrind on the probes.
-const TEST_PACKAGES: &[&str] = &["valgrind"];
+/// Beyond what the build needs, the suite runs valgrind on the probes, and
+/// builds MLX's Python bindings (headers and venv of Debian's Python).
+const TEST_PACKAGES: &[&str] = &["valgrind", "python3-dev", "python3-venv"];
 
 fn is_installed(pkg: &str) -> bool {
     Command::new("dpkg-query")

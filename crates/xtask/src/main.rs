@@ -5,6 +5,7 @@ mod demo;
 mod deps;
 mod mlx_rs;
 mod provenance;
+mod python;
 mod rebase;
 mod upstream;
 
@@ -26,6 +27,11 @@ usage: cargo xtask <command>
   mlx-rs                      print what a user of mlx-rs adds to get this fork's fix
   mlx-rs-check                mlx-rs 0.33 through the drop-in mlx-sys, on patched and pristine:
                               the report's scenario written against mlx-rs, and mlx-rs's own tests
+  python <patched|pristine>   build MLX's Python bindings for that variant into a virtual environment
+                              and print the path of its python (progress goes to stderr)
+  wheel                       build the installable `mlx` wheel of the patched variant; print its path
+  python-check                the report's script verbatim, the ablation, the second-shape note and
+                              MLX's Python suite, on patched and pristine
   provenance                  compare the pinned tree with the official wheels of the release
                               (headers and Python files, byte for byte; needs pip)
   upstream-pr [--out DIR]     check that the patch series applies with `git am` onto a clean
@@ -52,6 +58,9 @@ fn main() -> ExitCode {
         Some("mlx-tests") => mlx_tests(rest),
         Some("provenance") => provenance::run(rest),
         Some("mlx-rs") => mlx_rs::print_setup(rest),
+        Some("python") => python::python_cmd(rest),
+        Some("wheel") => python::wheel_cmd(rest),
+        Some("python-check") => python::check_cmd(rest),
         Some("mlx-rs-check") => mlx_rs_check(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
@@ -188,8 +197,8 @@ fn test() -> Result<()> {
 
     // mlx-rs 0.33 through the drop-in mlx-sys: the report's scenario written
     // against its API, and its own tests, on patched and on pristine.
-    let mut mlx_rs_rows = Vec::new();
-    let mlx_rs = match mlx_rs::check(&[], &mut mlx_rs_rows) {
+    let mut extra_rows = Vec::new();
+    let mlx_rs = match mlx_rs::check(&[], &mut extra_rows) {
         Ok((p, f)) => {
             passed += p;
             failed += f;
@@ -200,15 +209,30 @@ fn test() -> Result<()> {
             Err(e)
         }
     };
-    if !mlx_rs_rows.is_empty() {
+    // The fork as a Python package: the report's own script and MLX's Python suite.
+    let python = match python::check(&mut extra_rows) {
+        Ok((p, f)) => {
+            passed += p;
+            failed += f.len() as u32;
+            for e in &f {
+                println!("FAILED: {e}");
+            }
+            if f.is_empty() { Ok(()) } else { Err(format!("{} Python checks failed", f.len())) }
+        }
+        Err(e) => {
+            failed += 1;
+            Err(e)
+        }
+    };
+    if !extra_rows.is_empty() {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&rows).map_err(|e| e.to_string())?;
-        for row in &mlx_rs_rows {
+        for row in &extra_rows {
             writeln!(f, "{row}").map_err(|e| e.to_string())?;
         }
     }
 
-    if outcome.is_ok() && mlx_rs.is_ok() {
+    if outcome.is_ok() && mlx_rs.is_ok() && python.is_ok() {
         // The figures belong to this tree and series: `upstream-pr` quotes
         // them only while both are unchanged.
         let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
@@ -243,7 +267,7 @@ fn test() -> Result<()> {
     failed += upstream_pr.is_err() as u32;
     print_summary(&rows);
     println!("\nxtask test: {passed} passed, {failed} failed ({})", mlx_patched::progress::elapsed(started.elapsed()));
-    outcome.and(mlx_rs).and(provenance).and(upstream_pr)
+    outcome.and(mlx_rs).and(python).and(provenance).and(upstream_pr)
 }
 
 /// Runs `cargo test`, echoing its output and adding up its result lines.

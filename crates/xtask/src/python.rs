@@ -1,0 +1,437 @@
+//! The fork as a Python package.
+//!
+//! * `cargo xtask python <variant>`: MLX's Python bindings built from the
+//!   variant's tree against its library, packaged as a wheel and installed
+//!   into a virtual environment under the target directory; prints that
+//!   environment's `python` (a stable interface, like `prefix`).
+//! * `cargo xtask wheel`: the installable `mlx` wheel of the patched variant
+//!   (libmlx inside, upstream's layout, a local version label); prints its path.
+//! * `cargo xtask python-check`: the report's script verbatim, the ablation
+//!   and the second-shape note in Python, and MLX's Python suite, on both.
+
+use crate::{run, target_dir, workspace_root, Result};
+use mlx_patched::{pin, Artifacts, Env, PythonTarget, Variant};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The build tools, pinned by hash: nanobind at the release MLX's CMake
+/// fetches (its sources are compiled into the extension), and wheel.
+const BUILD_REQUIREMENTS: &str = "mlx-patched/python/requirements-build.txt";
+/// What MLX's Python suite needs besides mlx.
+const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
+
+fn python_root() -> Result<PathBuf> {
+    Ok(target_dir()?.join("python"))
+}
+
+fn venv_python(venv: &Path) -> PathBuf {
+    venv.join("bin/python")
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// A virtual environment at `venv` with `requirements` installed (once per
+/// content of the requirements and of `extra`).
+fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
+    let python = venv_python(venv);
+    if !python.is_file() {
+        let base = Env::process().python();
+        let out = Command::new(&base).args(["-m", "venv"]).arg(venv).output().map_err(|e| format!("cannot run {}: {e}", base.to_string_lossy()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cannot create a virtual environment with {}: {}\n(Debian/Ubuntu: apt-get install python3-venv python3-dev)",
+                base.to_string_lossy(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    let mut key = Vec::new();
+    for r in requirements {
+        key.extend(std::fs::read(workspace_root().join(r)).map_err(|e| format!("{r}: {e}"))?);
+    }
+    for e in extra {
+        key.extend(std::fs::read(e).map_err(|err| format!("{}: {err}", e.display()))?);
+    }
+    let stamp = venv.join("installed.sha256");
+    let key = sha256_hex(&key);
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
+        return Ok(python);
+    }
+    for r in requirements {
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(workspace_root().join(r));
+        run(&mut pip)?;
+    }
+    if !extra.is_empty() {
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--force-reinstall", "--no-deps"]).args(extra);
+        run(&mut pip)?;
+    }
+    std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
+    Ok(python)
+}
+
+/// The interpreter and nanobind the extensions are built with.
+fn build_target() -> Result<PythonTarget> {
+    let python = venv_with(&python_root()?.join("build-venv"), &[BUILD_REQUIREMENTS], &[])?;
+    let out = Command::new(&python).args(["-m", "nanobind", "--cmake_dir"]).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("nanobind is not usable in {}: {}", python.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(PythonTarget { python, nanobind_cmake_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()) })
+}
+
+/// The wheel's version: upstream's release with a local label that says
+/// which build it is, so it is never mistaken for (or preferred over)
+/// upstream's own: `+fork.<series>` for patched, `+control.<tree>` for
+/// the pristine control.
+fn wheel_version(mlx: &Artifacts) -> Result<String> {
+    let release = mlx_patched::version_of(&mlx.source_dir).map_err(|e| e.to_string())?;
+    let label = match mlx.name.as_str() {
+        "patched" => {
+            let series: Vec<PathBuf> = mlx.patches.iter().map(|(p, _)| p.clone()).collect();
+            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series).map_err(|e| e.to_string())?;
+            format!("fork.{}", &f[..8])
+        }
+        _ => format!("control.{}", &mlx.upstream_tree_id[..8]),
+    };
+    Ok(format!("{release}+{label}"))
+}
+
+/// Copies `from` into `to`, skipping names for which `skip` is true.
+fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if skip(&path) {
+            continue;
+        }
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_filtered(&path, &dest, skip)?;
+        } else {
+            std::fs::copy(&path, &dest).map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds the wheel of `variant` (bindings, package, library) and returns its path.
+pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
+    let opts = crate::options()?;
+    let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
+    let target = build_target()?;
+    let bindings = mlx_patched::build_bindings(&mlx, &target, &opts).map_err(|e| e.to_string())?;
+    let version = wheel_version(&mlx)?;
+    let dir = python_root()?.join(variant.name);
+    let root = dir.join("wheel-root");
+    let _ = std::fs::remove_dir_all(&root);
+    let pkg = root.join("mlx");
+    // Upstream's layout: the pure-Python package, the extension beside it,
+    // and the library package's lib/, include/ and share/ inside it.
+    copy_filtered(&bindings.package_dir, &pkg, &|p| p.file_name().is_some_and(|n| n == "_stub_patterns.txt" || n == "__pycache__"))?;
+    std::fs::copy(&bindings.module, pkg.join(bindings.module.file_name().unwrap())).map_err(|e| e.to_string())?;
+    copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| p.file_name().is_some_and(|n| n == "cmake"))?;
+    copy_filtered(&mlx.include_dir, &pkg.join("include"), &|_| false)?;
+    copy_filtered(&mlx.prefix.join("share"), &pkg.join("share"), &|_| false)?;
+
+    let tag_out = Command::new(&target.python)
+        .args(["-c", "import sys, sysconfig; t = f'cp{sys.version_info[0]}{sys.version_info[1]}'; print(f\"{t}-{t}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}\")"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let tag = String::from_utf8_lossy(&tag_out.stdout).trim().to_string();
+    let info = root.join(format!("mlx-{version}.dist-info"));
+    std::fs::create_dir_all(&info).map_err(|e| e.to_string())?;
+    let what = if variant.name == "patched" { "with this fork's patch series" } else { "unpatched: the fork's control" };
+    let metadata = format!(
+        "Metadata-Version: 2.1\nName: mlx\nVersion: {version}\n\
+         Summary: MLX {release} built from upstream's tree {tree}, {what} (compiled functions no longer leak the arrays they capture through multi-output ops)\n\
+         License: MIT\nRequires-Python: >=3.10\n\n\
+         MLX built by the mlx-fork project from upstream's v{release} tree ({tree}).\n\
+         The local version label marks it as this fork's build, not upstream's.\n",
+        release = pin::UPSTREAM_VERSION,
+        tree = mlx.upstream_tree_id
+    );
+    let files = [
+        ("METADATA", metadata),
+        ("WHEEL", format!("Wheel-Version: 1.0\nGenerator: mlx-fork xtask\nRoot-Is-Purelib: false\nTag: {tag}\n")),
+        // The console scripts upstream's package declares.
+        ("entry_points.txt", "[console_scripts]\nmlx.distributed_config = mlx._distributed_utils.config:main\nmlx.launch = mlx._distributed_utils.launch:main\n".into()),
+        ("top_level.txt", "mlx\n".into()),
+    ];
+    for (name, text) in files {
+        std::fs::write(info.join(name), text).map_err(|e| e.to_string())?;
+    }
+    let dist = dir.join("dist");
+    let _ = std::fs::remove_dir_all(&dist);
+    std::fs::create_dir_all(&dist).map_err(|e| e.to_string())?;
+    let mut pack = Command::new(&target.python);
+    pack.args(["-m", "wheel", "pack", "--dest-dir"]).arg(&dist).arg(&root).stdout(std::process::Stdio::null());
+    run(&mut pack)?;
+    let wheel = std::fs::read_dir(&dist)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or("wheel pack wrote no wheel")?;
+    Ok(wheel)
+}
+
+/// A virtual environment whose `import mlx.core` is `variant`; its python.
+pub fn python_for(variant: Variant) -> Result<PathBuf> {
+    let wheel = build_wheel(variant)?;
+    venv_with(&python_root()?.join(variant.name).join("venv"), &[TEST_REQUIREMENTS], &[wheel])
+}
+
+pub fn python_cmd(args: &[String]) -> Result<()> {
+    let [variant] = args else { return Err("usage: cargo xtask python <patched|pristine>".into()) };
+    let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
+    if variant.base.is_some() {
+        return Err(format!("{variant} is built on another variant's build and has no Python bindings of its own"));
+    }
+    println!("{}", python_for(variant)?.display());
+    Ok(())
+}
+
+pub fn wheel_cmd(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask wheel".into());
+    }
+    println!("{}", build_wheel(Variant::PATCHED)?.display());
+    Ok(())
+}
+
+/// The report's script: the lines of the report from `import gc` to the
+/// first `print(cycle`, byte for byte. A copy is kept in tests/python so the
+/// check runs without the report at hand; its identity is this hash.
+const REPORT_SCRIPT_SHA256: &str = "ee771158477c94bb78d65ae631903549e30cedb49b39ecec6c4e898679646856";
+
+fn extract_script(report: &str) -> Option<String> {
+    let lines: Vec<&str> = report.split('\n').collect();
+    let start = lines.iter().position(|l| *l == "import gc")?;
+    let end = start + lines[start..].iter().position(|l| l.trim_start().starts_with("print(cycle"))?;
+    Some(lines[start..=end].join("\n") + "\n")
+}
+
+/// The script to run, with a statement of where its identity comes from.
+fn report_script() -> Result<(PathBuf, String)> {
+    let copy = workspace_root().join("tests/python/report.py");
+    let bytes = std::fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    if sha256_hex(&bytes) != REPORT_SCRIPT_SHA256 {
+        return Err(format!("{} is not the report's script: its sha256 is {}, expected {REPORT_SCRIPT_SHA256}", copy.display(), sha256_hex(&bytes)));
+    }
+    let seeds = workspace_root().join("../shared/seeds");
+    let from_report = std::fs::read_dir(&seeds).ok().into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())).find_map(|p| {
+        let text = std::fs::read_to_string(&p).ok()?;
+        text.contains("Memory leak when compiled function contains multi-output op").then(|| (p, extract_script(&text)))
+    });
+    let note = match from_report {
+        Some((path, Some(script))) if script.as_bytes() == bytes.as_slice() => format!("byte-identical to the script in {}", path.display()),
+        Some((path, _)) => return Err(format!("tests/python/report.py differs from the script in {}", path.display())),
+        None => format!("the report is not at {}; the copy's sha256 is the recorded {}", seeds.display(), &REPORT_SCRIPT_SHA256[..16]),
+    };
+    Ok((copy, note))
+}
+
+/// `cycle <i> <key> <value> ...` lines of a script, as maps.
+fn records(stdout: &str) -> Vec<BTreeMap<String, String>> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("cycle "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.chunks(2).filter(|kv| kv.len() == 2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect()
+        })
+        .collect()
+}
+
+fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new(python).arg(script).args(args).current_dir(script.parent().unwrap()).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("{} {} {args:?} failed ({}):\n{}", python.display(), script.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// MLX's Python suite on one interpreter: outcome and detail per test id.
+fn mlx_suite(python: &Path, tree: &Path, log: &Path) -> Result<BTreeMap<String, (String, String)>> {
+    let runner = workspace_root().join("tests/python/run_mlx_suite.py");
+    let out = Command::new(python).arg(&runner).arg(tree.join("python/tests")).env("DEVICE", "cpu").output().map_err(|e| e.to_string())?;
+    std::fs::write(log, [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat()).map_err(|e| e.to_string())?;
+    let mut results = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with('{')) {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad line from the suite runner ({e}): {line}"))?;
+        let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+        results.insert(s("id"), (s("outcome"), s("detail")));
+    }
+    if results.is_empty() {
+        return Err(format!("MLX's Python suite reported nothing ({}); see {}", out.status, log.display()));
+    }
+    Ok(results)
+}
+
+/// `cargo xtask python-check`; returns (checks passed, failures) and adds
+/// rows to the suite's summary table.
+pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+    let mut passed = 0;
+    let mut failures = Vec::new();
+    let mut expect = |ok: bool, what: String, passed: &mut u32| {
+        if ok {
+            *passed += 1;
+        } else {
+            failures.push(what);
+        }
+    };
+    let variants = [Variant::PRISTINE, Variant::PATCHED];
+    let mut pythons = Vec::new();
+    for v in variants {
+        pythons.push((v, python_for(v)?));
+    }
+
+    // 1. The report's script, verbatim.
+    let (script, identity) = report_script()?;
+    println!("the report's script: {} ({identity})", script.display());
+    for (v, python) in &pythons {
+        let out = run_python(python, &script, &[])?;
+        let mib: Vec<i64> = out.lines().filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok())).collect();
+        println!("report.py on {}: {:?} MiB retained", v.name, mib);
+        let ok = mib.len() == 10 && if v.expect == mlx_patched::Expect::Fixed { mib.iter().all(|&m| m == 0) } else { mib.iter().all(|&m| m == 24) };
+        expect(ok, format!("report.py on {}: {mib:?}", v.name), &mut passed);
+        rows.push(format!("note\tPython, the report's script verbatim on {}: {mib:?} MiB retained", v.name));
+    }
+
+    // The wheel as a user gets it: a clean environment, `pip install` of the
+    // file alone (no index), and the report's script there.
+    let wheel = build_wheel(Variant::PATCHED)?;
+    let clean = python_root()?.join("clean-venv");
+    let _ = std::fs::remove_dir_all(&clean);
+    let py = venv_with(&clean, &[], &[])?;
+    let mut install = Command::new(&py);
+    install.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index"]).arg(&wheel);
+    run(&mut install)?;
+    let out = run_python(&py, &script, &[])?;
+    let mib: Vec<i64> = out.lines().filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok())).collect();
+    println!("{} installed alone in a clean venv: report.py prints {mib:?} MiB retained", wheel.file_name().unwrap().to_string_lossy());
+    expect(mib.len() == 10 && mib.iter().all(|&m| m == 0), format!("the wheel in a clean venv: report.py {mib:?}"), &mut passed);
+
+    // 2. The ablation, with fixed keys: bit-identical across variants and with the C++ probe.
+    let ablation = workspace_root().join("tests/python/ablation.py");
+    let cells: &[(&str, &[&str])] = &[
+        ("split / weights evaluated / compiled", &["--cycles", "10"]),
+        ("two slices / weights evaluated / compiled", &["--cycles", "3", "--slices"]),
+        ("split / weights not evaluated / compiled", &["--cycles", "3", "--no-eval-outside"]),
+        ("split / weights evaluated / eager", &["--cycles", "3", "--no-compile"]),
+    ];
+    for (cell, args) in cells {
+        let mut cols = Vec::new();
+        let mut digests = Vec::new();
+        for (v, python) in &pythons {
+            let recs = records(&run_python(python, &ablation, args)?);
+            let retained: Vec<i64> = recs.iter().filter_map(|r| r.get("retained_bytes")?.parse().ok()).collect();
+            digests.extend(recs.iter().filter_map(|r| r.get("digest").cloned()));
+            let fixed = v.expect == mlx_patched::Expect::Fixed;
+            let ok = !retained.is_empty()
+                && match (fixed, *cell == cells[0].0, cell.contains("not evaluated")) {
+                    (true, _, _) => retained.iter().all(|&b| b == 0),
+                    (false, true, _) => retained.iter().all(|&b| (24 << 20..25 << 20).contains(&b)),
+                    (false, _, true) => retained.iter().all(|&b| (0..1024).contains(&b)),
+                    _ => retained.iter().all(|&b| b == 0),
+                };
+            println!("Python {cell} on {}: {retained:?}", v.name);
+            expect(ok, format!("Python {cell} on {}: retained {retained:?}", v.name), &mut passed);
+            cols.push(format!("{}={}", v.name, retained.iter().sum::<i64>() / retained.len().max(1) as i64));
+        }
+        let same = digests.windows(2).all(|w| w[0] == w[1]);
+        expect(same, format!("Python {cell}: outputs differ: {digests:?}"), &mut passed);
+        if *cell == cells[0].0 {
+            let cpp = crate::demo::cpp_probe(&mlx_patched::build(Variant::PATCHED, &crate::options()?).map_err(|e| e.to_string())?, "leak_scenario")?;
+            let cpp_out = Command::new(cpp).args(["--cycles", "1"]).output().map_err(|e| e.to_string())?;
+            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout)).first().and_then(|r| r.get("digest").cloned()).unwrap_or_default();
+            expect(digests.first() == Some(&cpp_digest), format!("Python and C++ outputs differ: {:?} vs {cpp_digest}", digests.first()), &mut passed);
+        }
+        rows.push(format!("Python: {cell}\t{}\tbit-identical={}", cols.join("\t"), if same { "yes" } else { "no" }));
+    }
+
+    // 3. The report's side note: a second compiled shape.
+    let side = workspace_root().join("tests/python/second_shape.py");
+    for (v, python) in &pythons {
+        for shapes in ["1", "2"] {
+            let recs = records(&run_python(python, &side, &["--shapes", shapes, "--cycles", "2"])?);
+            let get = |k: &str| recs.iter().filter_map(|r| r.get(k)?.parse::<i64>().ok()).collect::<Vec<_>>();
+            let (one, all, traces, retained) = (get("live_one"), get("live_all"), get("traces"), get("retained_bytes"));
+            let cache = get("cache_all");
+            let note = format!(
+                "Python, {}: {shapes} compiled shape(s): live {:.2} MiB after the first call, {:.2} MiB after every shape's (buffer cache {:.2} MiB), traced {:?} times, {:.2} MiB retained after the drop",
+                v.name,
+                *one.first().unwrap_or(&0) as f64 / 1048576.0,
+                *all.first().unwrap_or(&0) as f64 / 1048576.0,
+                *cache.first().unwrap_or(&0) as f64 / 1048576.0,
+                traces,
+                *retained.first().unwrap_or(&0) as f64 / 1048576.0
+            );
+            println!("{note}");
+            rows.push(format!("note\t{note}"));
+            let want_traces: i64 = shapes.parse().unwrap();
+            expect(traces.iter().all(|&t| t == want_traces), format!("{}: {shapes} shapes traced {traces:?} times", v.name), &mut passed);
+        }
+    }
+
+    // 4. MLX's Python suite on both.
+    let mut suites = Vec::new();
+    for (v, python) in &pythons {
+        let mlx = mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
+        eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name);
+        let log = python_root()?.join(v.name).join("mlx-python-suite.log");
+        suites.push((v.name, mlx_suite(python, &mlx.source_dir, &log)?));
+    }
+    let count = |r: &BTreeMap<String, (String, String)>, o: &str| r.values().filter(|(x, _)| x == o).count();
+    for (name, r) in &suites {
+        let line = format!(
+            "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
+            count(r, "passed"),
+            count(r, "failed"),
+            count(r, "error"),
+            count(r, "skipped"),
+            count(r, "flaky"),
+            count(r, "xfail")
+        );
+        println!("{line}");
+        rows.push(format!("note\t{line}"));
+    }
+    let (pristine, patched) = (&suites[0].1, &suites[1].1);
+    let good = |o: &str| o == "passed" || o == "flaky";
+    let regressions: Vec<&String> = pristine.iter().filter(|(id, (o, _))| good(o) && !patched.get(*id).is_some_and(|(p, _)| good(p))).map(|(id, _)| id).collect();
+    expect(regressions.is_empty(), format!("MLX Python tests that pass on pristine and not on patched: {regressions:?}"), &mut passed);
+    // Failures on both, grouped by cause.
+    let mut causes: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (id, (o, detail)) in patched {
+        if (o == "failed" || o == "error") && pristine.get(id).is_some_and(|(p, _)| p == "failed" || p == "error") {
+            causes.entry(detail.as_str()).or_default().push(id);
+        }
+    }
+    for (cause, ids) in &causes {
+        let line = format!("fail on both ({}): {cause}", ids.len());
+        println!("  {line}: {}", ids.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+        rows.push(format!("note\tMLX's Python suite, {line}"));
+    }
+    Ok((passed, failures))
+}
+
+pub fn check_cmd(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask python-check".into());
+    }
+    let (passed, failures) = check(&mut Vec::new())?;
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    println!("python-check: {passed} passed, {} failed", failures.len());
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} Python checks failed", failures.len()))
+    }
+}

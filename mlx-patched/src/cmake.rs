@@ -335,11 +335,11 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     let mut configure = Command::new("cmake");
     configure.arg("-S").arg(&src).arg("-B").arg(&build).args(&args).args(&deps);
-    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, &what, "configure")?;
-    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), &what)?;
+    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, what, "configure")?;
+    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), what)?;
     let mut install = Command::new("cmake");
     install.arg("--install").arg(&build);
-    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, &what, "install")?;
+    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, what, "install")?;
     link_cmake_package(&prefix)?;
     write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
     // Cargo shows build-script warnings again on later no-op builds, so this

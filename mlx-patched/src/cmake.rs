@@ -293,21 +293,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     // One build per variant at a time: build scripts of several packages and
     // xtask may all ask for the same variant concurrently.
     let _lock = lock_file(&dir.join("lock"))?;
-    let artifacts = Artifacts {
-        name: name.clone(),
-        backend: opts.backend,
-        include_dir: prefix.join("include"),
-        lib_dir: prefix.join("lib"),
-        mlx_tests: dir.join("mlx-tests"),
-        prefix: prefix.clone(),
-        source_dir: src.clone(),
-        upstream_tree_id: upstream.tree_id.clone(),
-        origin: upstream.origin.clone(),
-        patches: recipe.patches.clone(),
-        built_on: None,
-        build_key: key.clone(),
-        cached: true,
-    };
+    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
     let stamp_path = dir.join("stamp");
     let label = format!("MLX {name}");
     let what = format!("MLX {name} ({})", describe(upstream));
@@ -349,6 +335,26 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     }
     write_stamp(&stamp_path, &key, opts.tests, &about(upstream, recipe))?;
     Ok(Artifacts { cached: false, ..artifacts })
+}
+
+/// What a variant directory holds once built (`cached` until rebuilt).
+fn artifacts_in(dir: &Path, recipe: &Recipe, upstream: &Upstream, opts: &Options, key: &str, built_on: Option<String>) -> Artifacts {
+    let prefix = dir.join("prefix");
+    Artifacts {
+        name: recipe.name.clone(),
+        backend: opts.backend,
+        include_dir: prefix.join("include"),
+        lib_dir: prefix.join("lib"),
+        mlx_tests: dir.join("mlx-tests"),
+        prefix,
+        source_dir: dir.join("src"),
+        upstream_tree_id: upstream.tree_id.clone(),
+        origin: upstream.origin.clone(),
+        patches: recipe.patches.clone(),
+        built_on,
+        build_key: key.to_string(),
+        cached: true,
+    }
 }
 
 fn variant_dir(opts: &Options, name: &str) -> PathBuf {
@@ -485,21 +491,7 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
 
     let _lock = lock_file(&dir.join("lock"))?;
     let prefix = dir.join("prefix");
-    let artifacts = Artifacts {
-        name: name.clone(),
-        backend: opts.backend,
-        include_dir: prefix.join("include"),
-        lib_dir: prefix.join("lib"),
-        mlx_tests: dir.join("mlx-tests"),
-        prefix: prefix.clone(),
-        source_dir: dir.join("src"),
-        upstream_tree_id: upstream.tree_id.clone(),
-        origin: upstream.origin.clone(),
-        patches: recipe.patches.clone(),
-        built_on: Some(base.name.clone()),
-        build_key: key.clone(),
-        cached: true,
-    };
+    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, Some(base.name.clone()));
     let stamp_path = dir.join("stamp");
     if read_stamp(&stamp_path).is_some_and(|s| s.key == key) && prefix.join("lib").is_dir() {
         write_tests_script(&artifacts.mlx_tests, &base_build.join("tests/tests"), &artifacts.lib_dir)?;

@@ -139,6 +139,7 @@ fn prefix(args: &[String]) -> Result<()> {
 }
 
 fn mlx_rs_check(args: &[String]) -> Result<()> {
+    deps::install()?;
     let (_, failed) = mlx_rs::check(args, &mut Vec::new())?;
     if failed > 0 {
         return Err(format!("{failed} mlx-rs checks failed"));

@@ -188,6 +188,7 @@ pub fn python_for(variant: Variant) -> Result<PathBuf> {
 
 pub fn python_cmd(args: &[String]) -> Result<()> {
     let [variant] = args else { return Err("usage: cargo xtask python <patched|pristine>".into()) };
+    crate::deps::install()?;
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     if variant.base.is_some() {
         return Err(format!("{variant} is built on another variant's build and has no Python bindings of its own"));
@@ -200,6 +201,7 @@ pub fn wheel_cmd(args: &[String]) -> Result<()> {
     if !args.is_empty() {
         return Err("usage: cargo xtask wheel".into());
     }
+    crate::deps::install()?;
     println!("{}", build_wheel(Variant::PATCHED)?.display());
     Ok(())
 }
@@ -424,6 +426,7 @@ pub fn check_cmd(args: &[String]) -> Result<()> {
     if !args.is_empty() {
         return Err("usage: cargo xtask python-check".into());
     }
+    crate::deps::install()?;
     let (passed, failures) = check(&mut Vec::new())?;
     for f in &failures {
         println!("FAILED: {f}");

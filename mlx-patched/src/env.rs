@@ -18,6 +18,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("MLX_PATCHED_BUILD_DIR", "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)"),
     ("MLX_PATCHED_JOBS", "parallel compile jobs for MLX (default: all cores); must be a positive number"),
     ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),
+    ("MLX_PATCHED_SANITIZER", "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it"),
     ("MLX_SYS_PREFIX", "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`"),
     ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free, and builds no rejected fix (`cargo xtask rebase` sets it for an upstream that fixed the leak)"),
     ("MLX_FORK_REPORT_FILE", "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)"),
@@ -94,6 +95,12 @@ impl Env {
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
     pub fn cmake_args(&self) -> Result<Vec<String>, Error> {
         Ok(self.read_string("MLX_PATCHED_CMAKE_ARGS")?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
+    }
+
+    /// `MLX_PATCHED_SANITIZER`: `address` or `thread` selects the sanitizer
+    /// builds of the variants. Anything else is an error.
+    pub fn sanitizer(&self) -> Result<Option<crate::Sanitizer>, Error> {
+        self.read_string("MLX_PATCHED_SANITIZER")?.map(|s| crate::Sanitizer::parse(s.trim())).transpose()
     }
 
     /// `MLX_SYS_PREFIX`: an MLX install prefix for `crates/mlx-sys` to link

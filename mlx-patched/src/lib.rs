@@ -29,7 +29,7 @@ mod source;
 mod system;
 mod variant;
 
-pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options};
+pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
 pub use env::{Env, VARIABLES};
 pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;
@@ -176,11 +176,13 @@ fn sync_tree(from: &Path, to: &Path) -> Result<(), Error> {
 /// Compiles and links a one-file C++ program against a variant's prefix the
 /// plain way (`c++ -std=c++20 prog.cpp -I$P/include -L$P/lib -lmlx`), with an
 /// rpath so it runs without `LD_LIBRARY_PATH`. `$CXX` picks the compiler.
+/// Against a sanitizer build it carries the same instrumentation.
 pub fn compile_program(mlx: &Artifacts, src: &Path, exe: &Path, env: &Env) -> Result<(), Error> {
     let cxx = env.cxx_or_default();
     let lib = &mlx.lib_dir;
     let out = Command::new(&cxx)
         .args(["-std=c++20", "-O2"])
+        .args(mlx.sanitizer.map(|s| s.compile_flags()).unwrap_or_default())
         .arg(src)
         .arg(format!("-I{}", mlx.include_dir.display()))
         .arg(format!("-L{}", lib.display()))

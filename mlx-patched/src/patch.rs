@@ -1,4 +1,8 @@
 //! The patch series: `patches/NNNN-topic.patch`, applied in file-name order.
+//! Most patches are the fix, sent upstream. A patch whose message has a
+//! `Fork-only:` line is a debug aid the fork keeps for itself: it is built
+//! only into the builds that ask for it (the sanitizer builds), on every
+//! variant, and never sent upstream.
 
 use crate::Error;
 use std::path::{Path, PathBuf};
@@ -9,7 +13,8 @@ pub fn series_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../patches")
 }
 
-/// The patch files, sorted by name. A missing directory is an empty series.
+/// Every patch file, fork-only ones included, sorted by name (what a rebase
+/// replays). A missing directory is an empty series.
 pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
     let mut patches: Vec<PathBuf> = entries
@@ -18,6 +23,39 @@ pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         .collect();
     patches.sort();
     Ok(patches)
+}
+
+/// The line that marks a patch's message as fork-only (see the module docs).
+pub const FORK_ONLY_MARKER: &str = "Fork-only:";
+
+/// Whether the message of `patch` (the part before its first `---` line)
+/// marks it fork-only.
+pub fn is_fork_only(patch: &Path) -> Result<bool, Error> {
+    let text = std::fs::read_to_string(patch).map_err(|e| Error::new(format!("cannot read {}: {e}", patch.display())))?;
+    Ok(text.lines().take_while(|l| *l != "---").any(|l| l.starts_with(FORK_ONLY_MARKER)))
+}
+
+/// The fix: the series without its fork-only patches. This is what the
+/// variants are built from and what goes upstream.
+pub fn fix_series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut fix = Vec::new();
+    for p in series(dir)? {
+        if !is_fork_only(&p)? {
+            fix.push(p);
+        }
+    }
+    Ok(fix)
+}
+
+/// The fork-only patches of the series (debug aids), in file-name order.
+pub fn fork_only(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut aids = Vec::new();
+    for p in series(dir)? {
+        if is_fork_only(&p)? {
+            aids.push(p);
+        }
+    }
+    Ok(aids)
 }
 
 /// Applies each patch to `tree` (a plain directory, not a repository), checking

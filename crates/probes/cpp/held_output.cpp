@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mlx/mlx.h"
+#include "probe_output.h"
 
 namespace mx = mlx::core;
 
@@ -42,6 +43,7 @@ mx::array held(const std::function<std::vector<mx::array>()>& make, int keep) {
 int main() {
   auto x = mx::reshape(mx::arange(24, mx::float32), {4, 6});
   mx::eval(x);
+  probe::Census census;
   try {
     for (int parts : {2, 3}) {
       auto make = [&] { return mx::split(x, parts, 1); };
@@ -64,5 +66,6 @@ int main() {
     std::printf("FAILED with exception: %s\n", e.what());
     return 1;
   }
+  census.print(0);
   return failures == 0 ? 0 : 1;
 }

@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
   if (cfg.threads > 1) {
     mx::synchronize();
     auto base = mx::get_active_memory();
+    probe::Census census;
     std::vector<uint64_t> digests(cfg.threads);
     std::vector<std::thread> pool;
     for (int t = 0; t < cfg.threads; ++t) {
@@ -215,6 +216,7 @@ int main(int argc, char** argv) {
         cfg.cycles,
         retained,
         static_cast<unsigned long long>(digests[0]));
+    census.print(0);
     return 0;
   }
 
@@ -224,6 +226,7 @@ int main(int argc, char** argv) {
   for (int cycle = 0; cycle < cfg.cycles; ++cycle) {
     mx::synchronize();
     auto base = mx::get_active_memory();
+    probe::Census census;
     long long live = 0;
     int traces = 0;
     auto d = run_cycle(cfg, inputs, base, live, traces);
@@ -240,6 +243,7 @@ int main(int argc, char** argv) {
         traces,
         static_cast<unsigned long long>(d));
     std::fflush(stdout);
+    census.print(cycle);
   }
   std::printf("summary cycles %d retained_mib_per_cycle %.2f digest %016llx\n",
               cfg.cycles, total / cfg.cycles / (1024.0 * 1024.0),

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
   for (int cycle = 0; cycle < cycles; ++cycle) {
     mx::synchronize();
     auto base = mx::get_active_memory();
+    probe::Census census;
     uint64_t d = 0;
     {
       std::vector<mx::array> weights;
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
       d = probe::digest(out);
     }
     probe::print_cycle(cycle, probe::active_since(base), d);
+    census.print(cycle);
   }
   return 0;
 }

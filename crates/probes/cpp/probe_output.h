@@ -9,7 +9,30 @@
 
 #include "mlx/mlx.h"
 
+// The live-descriptor census of the fork's sanitizer builds (the fork-only
+// patch behind MLX_FORK_DESC_CENSUS). Weak: null in every other build.
+extern "C" __attribute__((weak)) long long mlx_fork_live_array_descs();
+
 namespace probe {
+
+// Live array descriptors since it was made: a leaked graph that was never
+// evaluated holds no buffer, so only this count sees it. Prints
+// `census <i> descriptors_retained <n>` when the library has the census,
+// nothing otherwise.
+struct Census {
+  long long base = mlx_fork_live_array_descs ? mlx_fork_live_array_descs() : 0;
+
+  void print(int cycle) const {
+    if (mlx_fork_live_array_descs) {
+      mlx::core::synchronize();
+      std::printf(
+          "census %d descriptors_retained %lld\n",
+          cycle,
+          mlx_fork_live_array_descs() - base);
+      std::fflush(stdout);
+    }
+  }
+};
 
 // FNV-1a over an evaluated float32 array's bytes: equal digests mean
 // bit-identical outputs.

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   for (int cycle = 0; cycle < c.cycles; ++cycle) {
     mx::synchronize();
     auto base = mx::get_active_memory();
+    probe::Census census;
     uint64_t d = 0;
     {
       auto layers = make_model(c);
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
       }
     }
     probe::print_cycle(cycle, probe::active_since(base), d);
+    census.print(cycle);
   }
   return 0;
 }

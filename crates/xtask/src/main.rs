@@ -7,6 +7,7 @@ mod mlx_rs;
 mod provenance;
 mod python;
 mod rebase;
+mod sanitize;
 mod upstream;
 
 use mlx_patched::{Env, Expect, Options, Progress, Variant, VARIANTS};
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
+        Some("sanitize") => sanitize::run(rest),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");
             Ok(())
@@ -193,7 +195,7 @@ fn test() -> Result<()> {
             outcome = Err(format!("{cmd:?} failed ({status})"));
         }
     }
-    let series = mlx_patched::patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let series = mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
 
     // mlx-rs 0.33 through the drop-in mlx-sys: the report's scenario written

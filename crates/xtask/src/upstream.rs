@@ -38,7 +38,7 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     };
     let opts = crate::options()?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    let series = patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
     if series.is_empty() {
         return Err("patches/ holds no patch: nothing to send upstream".into());
     }

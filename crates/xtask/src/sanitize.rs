@@ -1,0 +1,574 @@
+//! `cargo xtask sanitize [address|thread] [--record]`: every variant built
+//! with sanitizers (and the fork-only live-descriptor census), the
+//! project's test load run against each, every report collected by tool
+//! and kind, and the expectations asserted:
+//!
+//! * fixed variants: no report, except one that the control shows too
+//!   (then it is upstream's, and listed with its stack);
+//! * the control: LeakSanitizer reports the orphaned group, allocated
+//!   through `make_arrays`, in the report's scenario; the census sees it;
+//! * wrong fixes: AddressSanitizer reports the held-output probe's crash;
+//! * the census: fixed variants back at their baseline after every cycle
+//!   of every scenario.
+//!
+//! The report goes to `<target>/sanitize/<sanitizer>/report.md`; with
+//! `--record` also to `docs/sanitize/<sanitizer>.md`, stamped with the
+//! fingerprint of the tree, series and probes it was measured on.
+//! Not yet run to the end: the sanitizer builds take about 10 minutes per
+//! variant on 2 cores, so this is not part of CI.
+
+use crate::{cargo, target_dir, workspace_root, Result};
+use mlx_patched::{Artifacts, Env, Expect, Sanitizer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const USAGE: &str = "usage: cargo xtask sanitize [address|thread] [--record]";
+
+/// The probes run under sanitizers (the benchmark's loops are left out).
+const PROBES: &[&str] = &["leak_scenario", "held_output", "multi_output_ops", "transformer"];
+
+/// One program run against one variant.
+struct Scenario {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    /// Extra environment (the Rust tests need the sanitizer runtime
+    /// preloaded, since Rust binaries do not link it).
+    env: Vec<(String, String)>,
+}
+
+/// What a sanitizer said once: its tool and kind, a one-line summary,
+/// and the first stack of the report (the access, or the allocation of a
+/// leak), as function names.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub tool: &'static str,
+    pub kind: String,
+    pub summary: String,
+    pub frames: Vec<String>,
+    pub bytes: u64,
+}
+
+impl Report {
+    /// Equal for the same finding on another variant: the tool, the kind
+    /// and the top frames that name a function.
+    fn signature(&self) -> String {
+        let top: Vec<&str> = self.frames.iter().map(String::as_str).filter(|f| !f.starts_with('(') && !is_runtime_frame(f)).take(4).collect();
+        format!("{} {}: {}", self.tool, self.kind, top.join(" < "))
+    }
+}
+
+fn is_runtime_frame(f: &str) -> bool {
+    ["operator new", "operator delete", "malloc", "calloc", "realloc", "free", "posix_memalign", "__interceptor_", "__asan", "__ubsan", "__sanitizer"]
+        .iter()
+        .any(|p| f.starts_with(p))
+}
+
+/// The function of a frame line (`#3 0x7f.. in fn(args) /path/file.cpp:12`
+/// or `#3 0x7f.. in fn (/lib/x.so+0x1234)`), without its location.
+fn frame_function(line: &str) -> Option<String> {
+    let t = line.trim_start();
+    if !t.starts_with('#') {
+        return None;
+    }
+    let Some(at) = t.find(" in ") else {
+        // `#3 0x7f.. (/lib/x.so+0x1234)`: no symbol.
+        return Some(t.split_whitespace().nth(2).unwrap_or("(unknown)").to_string());
+    };
+    let rest = &t[at + 4..];
+    // Drop the location: the last word when it is a path or a module.
+    let f = match rest.rsplit_once(' ') {
+        Some((f, loc)) if loc.starts_with('/') || loc.starts_with('(') || loc.contains(".so") => f,
+        _ => rest,
+    };
+    Some(f.trim().to_string())
+}
+
+/// Reads the reports out of a sanitizer log (`log_path` files hold one
+/// process's reports each).
+pub fn parse_reports(text: &str) -> Vec<Report> {
+    let mut reports = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    let stack_from = |i: usize| -> Vec<String> { lines[i..].iter().take_while(|l| !l.trim().is_empty()).filter_map(|l| frame_function(l)).collect() };
+    let first_stack_after = |i: usize| -> Vec<String> {
+        let j = (i..lines.len()).find(|&j| lines[j].trim_start().starts_with("#0")).unwrap_or(lines.len());
+        if j < lines.len() { stack_from(j) } else { Vec::new() }
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(rest) = line.split_once("ERROR: AddressSanitizer: ").map(|(_, r)| r) {
+            let kind = rest.split_whitespace().next().unwrap_or("error").to_string();
+            reports.push(Report { tool: "ASan", kind, summary: rest.trim().to_string(), frames: first_stack_after(i + 1), bytes: 0 });
+        } else if let Some(rest) = line.trim_start().strip_prefix("Direct leak of ").or_else(|| line.trim_start().strip_prefix("Indirect leak of ")) {
+            let kind = if line.trim_start().starts_with("Direct") { "direct leak" } else { "indirect leak" };
+            let bytes = rest.split_whitespace().next().and_then(|b| b.parse().ok()).unwrap_or(0);
+            reports.push(Report { tool: "LSan", kind: kind.into(), summary: line.trim().to_string(), frames: first_stack_after(i + 1), bytes });
+        } else if let Some((_, msg)) = line.split_once(": runtime error: ") {
+            // `file:line:col: runtime error: <what>`; with print_stacktrace
+            // the stack follows.
+            // The kind without its values: `signed integer overflow`, `load
+            // of misaligned address`, ...
+            let head = msg.split(':').next().unwrap_or(msg);
+            let kind = head.split_whitespace().take_while(|w| !w.starts_with("0x") && !w.starts_with('\'') && !w.starts_with(|c: char| c.is_ascii_digit())).collect::<Vec<_>>().join(" ");
+            let frames = if lines.get(i + 1).is_some_and(|l| l.trim_start().starts_with("#0")) { stack_from(i + 1) } else { Vec::new() };
+            let at = line.split(": runtime error").next().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+            reports.push(Report { tool: "UBSan", kind, summary: format!("{at}: {}", msg.trim()), frames, bytes: 0 });
+        } else if let Some(rest) = line.split_once("WARNING: ThreadSanitizer: ").map(|(_, r)| r) {
+            let kind = rest.split(" (").next().unwrap_or(rest).trim().to_string();
+            reports.push(Report { tool: "TSan", kind, summary: rest.trim().to_string(), frames: first_stack_after(i + 1), bytes: 0 });
+        }
+        i += 1;
+    }
+    reports
+}
+
+/// One scenario's run on one variant.
+struct Outcome {
+    scenario: String,
+    status: String,
+    success: bool,
+    reports: Vec<Report>,
+    /// `census <cycle> descriptors_retained <n>` lines, in order.
+    census: Vec<i64>,
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    let mut sanitizer = Sanitizer::Address;
+    let mut record = false;
+    for a in args {
+        match a.as_str() {
+            "--record" => record = true,
+            s if !s.starts_with('-') => sanitizer = Sanitizer::parse(s).map_err(|e| e.to_string())?,
+            _ => return Err(USAGE.into()),
+        }
+    }
+    let started = std::time::Instant::now();
+    let mut opts = crate::options()?;
+    opts.sanitizer = Some(sanitizer);
+    // MLX's own suite runs under AddressSanitizer; ThreadSanitizer runs the
+    // threaded scenarios only.
+    opts.tests = sanitizer == Sanitizer::Address;
+    let variants = crate::variants_to_build();
+    let built = mlx_patched::build_all(&variants, &opts).map_err(|e| e.to_string())?;
+    let build_time = started.elapsed();
+    eprintln!("sanitizer variants built in {}", mlx_patched::progress::elapsed(build_time));
+
+    let out = target_dir()?.join("sanitize").join(sanitizer.name());
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    let env = Env::process();
+    let runtime = runtime_library(sanitizer)?;
+    let suppressions = write_suppressions(sanitizer, &out)?;
+
+    // Rust test binaries (the Rust API's tests), built once per Rust-API
+    // variant against the sanitizer prefixes.
+    let rust_tests = if sanitizer == Sanitizer::Address { rust_test_binaries(&opts.root, sanitizer)? } else { BTreeMap::new() };
+
+    let mut results: Vec<(&Artifacts, Expect, Vec<Outcome>)> = Vec::new();
+    for (variant, mlx) in variants.iter().zip(&built) {
+        let dir = out.join(&mlx.name);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut programs = BTreeMap::new();
+        for probe in PROBES {
+            let src = workspace_root().join("crates/probes/cpp").join(format!("{probe}.cpp"));
+            let exe = dir.join(probe);
+            mlx_patched::compile_program(mlx, &src, &exe, &env).map_err(|e| e.to_string())?;
+            programs.insert(*probe, exe);
+        }
+        let mut scenarios = scenarios(sanitizer, mlx, &programs)?;
+        for (name, exe) in rust_tests.get(mlx.name.as_str()).into_iter().flatten() {
+            let preload = ("LD_PRELOAD".to_string(), runtime.display().to_string());
+            scenarios.push(Scenario { name: format!("rust {name}"), program: exe.clone(), args: vec!["--test-threads=1".into()], env: vec![preload] });
+        }
+        let mut outcomes = Vec::new();
+        for s in &scenarios {
+            eprintln!("sanitize {}: {} on {}", sanitizer.name(), s.name, mlx.name);
+            outcomes.push(run_scenario(s, sanitizer, &dir, suppressions.as_deref())?);
+        }
+        results.push((mlx, variant.expect, outcomes));
+    }
+
+    let (text, failures) = report(sanitizer, &results, started.elapsed(), build_time);
+    print!("{text}");
+    let path = out.join("report.md");
+    std::fs::write(&path, &text).map_err(|e| e.to_string())?;
+    println!("\nreport: {}", path.display());
+    if !failures.is_empty() {
+        return Err(format!("the sanitizer run does not show what it must:\n- {}", failures.join("\n- ")));
+    }
+    if record {
+        let recorded = recorded_path(sanitizer);
+        std::fs::create_dir_all(recorded.parent().unwrap()).map_err(|e| e.to_string())?;
+        let stamp = format!("<!-- measured-for {} -->\n", fingerprint(&opts)?);
+        std::fs::write(&recorded, stamp + &text).map_err(|e| e.to_string())?;
+        println!("recorded: {}", recorded.display());
+    }
+    Ok(())
+}
+
+/// Where `--record` keeps the last report of a sanitizer.
+pub fn recorded_path(sanitizer: Sanitizer) -> PathBuf {
+    workspace_root().join("docs/sanitize").join(format!("{}.md", sanitizer.name()))
+}
+
+/// What a recorded report must have been measured on: upstream's tree and
+/// the whole series, the fork-only patches and the probes included.
+pub fn fingerprint(opts: &mlx_patched::Options) -> Result<String> {
+    let upstream = mlx_patched::upstream(opts).map_err(|e| e.to_string())?;
+    let mut inputs = mlx_patched::patch::series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let probes = workspace_root().join("crates/probes/cpp");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&probes).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    sources.sort();
+    inputs.extend(sources);
+    inputs.push(workspace_root().join("crates/xtask/src/sanitize.rs"));
+    mlx_patched::patch::fingerprint(&upstream.tree_id, &inputs).map_err(|e| e.to_string())
+}
+
+/// The scenarios every variant runs: MLX's suite, then each probe.
+fn scenarios(sanitizer: Sanitizer, mlx: &Artifacts, programs: &BTreeMap<&str, PathBuf>) -> Result<Vec<Scenario>> {
+    let s = |name: &str, probe: &str, args: &[&str]| Scenario {
+        name: name.to_string(),
+        program: programs[probe].clone(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        env: Vec::new(),
+    };
+    if sanitizer == Sanitizer::Thread {
+        // The threaded scenario, and the compile cache filled and emptied
+        // from two threads at once, with small weights.
+        return Ok(vec![
+            s("threads", "leak_scenario", &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "128"]),
+            s("threads, two shapes", "leak_scenario", &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "128", "--shapes", "2"]),
+        ]);
+    }
+    let mut list = vec![Scenario {
+        name: "MLX's C++ suite".into(),
+        program: mlx.mlx_tests.clone(),
+        args: vec![mlx_patched::mlx_tests_filter()],
+        env: Vec::new(),
+    }];
+    list.extend([
+        s("report's scenario", "leak_scenario", &["--cycles", "3"]),
+        s("two slices", "leak_scenario", &["--cycles", "3", "--slices"]),
+        s("not evaluated outside", "leak_scenario", &["--cycles", "3", "--no-eval-outside"]),
+        s("eager", "leak_scenario", &["--cycles", "3", "--no-compile"]),
+        s("two shapes", "leak_scenario", &["--cycles", "3", "--shapes", "2"]),
+        s("threads", "leak_scenario", &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "256"]),
+        s("held output", "held_output", &[]),
+        s("transformer", "transformer", &["--cycles", "3", "--layers", "2", "--d-model", "128", "--heads", "4", "--ffn", "256", "--seq", "16"]),
+    ]);
+    let listed = Command::new(&programs["multi_output_ops"]).arg("--list").output().map_err(|e| e.to_string())?;
+    let ops = String::from_utf8_lossy(&listed.stdout).into_owned();
+    if !listed.status.success() || ops.trim().is_empty() {
+        return Err(format!("multi_output_ops --list failed on {}: {}", mlx.name, String::from_utf8_lossy(&listed.stderr)));
+    }
+    for op in ops.lines() {
+        list.push(s(&format!("multi-output op {op}"), "multi_output_ops", &["--op", op, "--cycles", "3"]));
+    }
+    Ok(list)
+}
+
+/// The sanitizer's runtime library, for programs that do not link it (Rust
+/// binaries): `LD_PRELOAD` puts it first, as AddressSanitizer requires.
+fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
+    let name = match sanitizer {
+        Sanitizer::Address => "libasan.so",
+        Sanitizer::Thread => "libtsan.so",
+    };
+    let cxx = Env::process().cxx_or_default();
+    let out = Command::new(&cxx).arg(format!("-print-file-name={name}")).output().map_err(|e| format!("cannot run {}: {e}", cxx.to_string_lossy()))?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let path = path.canonicalize().map_err(|_| format!("the C++ compiler has no {name} ({}): install its sanitizer runtime", path.display()))?;
+    Ok(path)
+}
+
+/// ThreadSanitizer's suppressions, each with its reason; none for the
+/// address sanitizer.
+fn write_suppressions(sanitizer: Sanitizer, out: &Path) -> Result<Option<PathBuf>> {
+    if sanitizer != Sanitizer::Thread {
+        return Ok(None);
+    }
+    let text = "\
+# OpenBLAS (Debian's, not instrumented) runs its own thread pool; TSan
+# cannot see its synchronisation, so its internals look racy.
+called_from_lib:libopenblas.so.0
+called_from_lib:libblas.so.3
+called_from_lib:liblapack.so.3
+";
+    let path = out.join("tsan.supp");
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    Ok(Some(path))
+}
+
+fn run_scenario(s: &Scenario, sanitizer: Sanitizer, dir: &Path, suppressions: Option<&Path>) -> Result<Outcome> {
+    let slug: String = s.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let logs = dir.join(format!("{slug}.log"));
+    let mut cmd = Command::new(&s.program);
+    cmd.args(&s.args);
+    let log = logs.display();
+    match sanitizer {
+        Sanitizer::Address => {
+            // Memory errors stop the program (a report is a failure);
+            // leaks are reported at exit.
+            cmd.env("ASAN_OPTIONS", format!("detect_leaks=1:log_path={log}.asan:symbolize=1:detect_odr_violation=0"));
+            cmd.env("UBSAN_OPTIONS", format!("print_stacktrace=1:log_path={log}.ubsan"));
+        }
+        Sanitizer::Thread => {
+            let supp = suppressions.map(|p| format!(":suppressions={}", p.display())).unwrap_or_default();
+            cmd.env("TSAN_OPTIONS", format!("log_path={log}.tsan:second_deadlock_stack=1{supp}"));
+        }
+    }
+    for (k, v) in &s.env {
+        cmd.env(k, v);
+    }
+    let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    std::fs::write(dir.join(format!("{slug}.stdout")), &stdout).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{slug}.stderr")), &output.stderr).map_err(|e| e.to_string())?;
+    let mut reports = Vec::new();
+    let prefix = format!("{slug}.log.");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .collect();
+    files.sort();
+    for f in files {
+        reports.extend(parse_reports(&std::fs::read_to_string(&f).unwrap_or_default()));
+    }
+    let census = stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 4 && w[0] == "census" && w[2] == "descriptors_retained").then(|| w[3].parse().ok()).flatten()
+        })
+        .collect();
+    Ok(Outcome { scenario: s.name.clone(), status: exit_status(&output.status), success: output.status.success(), reports, census })
+}
+
+fn exit_status(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// Builds the Rust API's test binaries against each sanitizer prefix of a
+/// variant the Rust API can link (patched, and pristine with the feature),
+/// in their own Cargo target directory; returns them by variant.
+fn rust_test_binaries(root: &Path, sanitizer: Sanitizer) -> Result<BTreeMap<&'static str, Vec<(String, PathBuf)>>> {
+    let target = target_dir()?.join("sanitize").join("cargo");
+    let mut all = BTreeMap::new();
+    for (variant, features) in [("patched", None), ("pristine", Some("pristine"))] {
+        let mut cmd = cargo();
+        cmd.args(["test", "--no-run", "--message-format=json-render-diagnostics", "-p", "mlx-bridge", "-p", "mlx-fork", "--test", "api", "--test", "rust_api_leak", "--test", "semantics"]);
+        if let Some(f) = features {
+            cmd.args(["--features", &format!("mlx-fork/{f},mlx-bridge/{f}")]);
+        }
+        cmd.env("CARGO_TARGET_DIR", &target).env("MLX_PATCHED_BUILD_DIR", root).env("MLX_PATCHED_SANITIZER", sanitizer.name());
+        eprintln!("sanitize: building the Rust API's tests against {variant}-{}", sanitizer.suffix());
+        let out = cmd.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("building the Rust API's tests against {variant}-{} failed", sanitizer.suffix()));
+        }
+        let mut binaries = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            if let (Some(exe), Some(name)) = (msg["executable"].as_str(), msg["target"]["name"].as_str()) {
+                if msg["profile"]["test"].as_bool() == Some(true) {
+                    binaries.push((name.to_string(), PathBuf::from(exe)));
+                }
+            }
+        }
+        all.insert(variant, binaries);
+    }
+    Ok(all)
+}
+
+/// The report: per variant, the reports by tool and kind; per scenario,
+/// what each variant showed; each distinct finding with its stack; the
+/// expectations checked (the failures are returned).
+fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], total: std::time::Duration, build: std::time::Duration) -> (String, Vec<String>) {
+    let mut t = String::new();
+    let mut failures = Vec::new();
+    let names: Vec<&str> = results.iter().map(|(a, _, _)| a.name.as_str()).collect();
+    writeln!(t, "# Sanitizer run: {}\n", match sanitizer {
+        Sanitizer::Address => "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer",
+        Sanitizer::Thread => "ThreadSanitizer",
+    })
+    .unwrap();
+    writeln!(t, "Built (GCC, -O1, frame pointers, -g1, census on) in {}; everything in {}.\n", mlx_patched::progress::elapsed(build), mlx_patched::progress::elapsed(total)).unwrap();
+
+    // Reports by tool and kind, per variant.
+    let mut kinds: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
+    for (a, _, outcomes) in results {
+        for o in outcomes {
+            for r in &o.reports {
+                *kinds.entry(format!("{} {}", r.tool, r.kind)).or_default().entry(a.name.as_str()).or_default() += 1;
+            }
+        }
+    }
+    writeln!(t, "## Reports by kind\n\n| report | {} |\n|---|{}", names.join(" | "), "---|".repeat(names.len())).unwrap();
+    if kinds.is_empty() {
+        writeln!(t, "| (none) |{}", " 0 |".repeat(names.len())).unwrap();
+    }
+    for (kind, per) in &kinds {
+        let cells: Vec<String> = names.iter().map(|n| per.get(n).copied().unwrap_or(0).to_string()).collect();
+        writeln!(t, "| {kind} | {} |", cells.join(" | ")).unwrap();
+    }
+    let totals: Vec<String> = results.iter().map(|(_, _, o)| o.iter().map(|o| o.reports.len()).sum::<usize>().to_string()).collect();
+    writeln!(t, "| **all** | {} |", totals.join(" | ")).unwrap();
+
+    // Per scenario.
+    writeln!(t, "\n## Per scenario\n\nEach cell: exit status; reports (by tool); live descriptors retained after each cycle (census).\n").unwrap();
+    writeln!(t, "| scenario | {} |\n|---|{}", names.join(" | "), "---|".repeat(names.len())).unwrap();
+    let scenario_names: Vec<&str> = results.first().map(|(_, _, o)| o.iter().map(|o| o.scenario.as_str()).collect()).unwrap_or_default();
+    let all_scenarios: BTreeSet<&str> = results.iter().flat_map(|(_, _, o)| o.iter().map(|o| o.scenario.as_str())).collect();
+    let ordered: Vec<&str> = scenario_names.iter().copied().chain(all_scenarios.iter().copied().filter(|s| !scenario_names.contains(s))).collect();
+    for s in &ordered {
+        let cells: Vec<String> = results
+            .iter()
+            .map(|(_, _, outcomes)| match outcomes.iter().find(|o| o.scenario == *s) {
+                None => "not run".into(),
+                Some(o) => {
+                    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+                    for r in &o.reports {
+                        *by.entry(r.tool).or_default() += 1;
+                    }
+                    let reports = if by.is_empty() { "no report".to_string() } else { by.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ") };
+                    let census = if o.census.is_empty() { String::new() } else { format!("; census {:?}", o.census) };
+                    format!("{}; {reports}{census}", o.status)
+                }
+            })
+            .collect();
+        writeln!(t, "| {s} | {} |", cells.join(" | ")).unwrap();
+    }
+
+    // The control's findings, by signature: what an upstream report on a
+    // fixed variant must match.
+    let control: Vec<&Outcome> = results.iter().filter(|(_, e, _)| *e == Expect::Leaks).flat_map(|(_, _, o)| o.iter()).collect();
+    let control_signatures: BTreeSet<String> = control.iter().flat_map(|o| o.reports.iter().map(Report::signature)).collect();
+
+    writeln!(t, "\n## Expectations\n").unwrap();
+    let mut check = |ok: bool, what: String, t: &mut String| {
+        writeln!(t, "- {} {what}", if ok { "ok:" } else { "FAILED:" }).unwrap();
+        if !ok {
+            failures.push(what);
+        }
+    };
+    for (a, expect, outcomes) in results {
+        let name = &a.name;
+        match expect {
+            Expect::Fixed => {
+                let own: Vec<(&str, &Report)> = outcomes.iter().flat_map(|o| o.reports.iter().map(move |r| (o.scenario.as_str(), r))).collect();
+                let unexplained: Vec<String> = own.iter().filter(|(_, r)| !control_signatures.contains(&r.signature())).map(|(s, r)| format!("{s}: {}", r.signature())).collect();
+                check(
+                    unexplained.is_empty(),
+                    format!("{name}: no report the control does not show too ({} reports in all, {} not on the control{})", own.len(), unexplained.len(), if unexplained.is_empty() { String::new() } else { format!(": {}", unexplained.iter().take(5).cloned().collect::<Vec<_>>().join("; ")) }),
+                    &mut t,
+                );
+                if sanitizer == Sanitizer::Address {
+                    let off: Vec<String> = outcomes.iter().filter(|o| o.census.iter().any(|&n| n != 0)).map(|o| format!("{} {:?}", o.scenario, o.census)).collect();
+                    let counted = outcomes.iter().filter(|o| !o.census.is_empty()).count();
+                    check(counted > 0 && off.is_empty(), format!("{name}: the census is back at its baseline after every cycle of every scenario ({counted} scenarios counted{})", if off.is_empty() { String::new() } else { format!("; not in {}", off.join(", ")) }), &mut t);
+                }
+                let failed: Vec<&str> = outcomes.iter().filter(|o| !o.success).map(|o| o.scenario.as_str()).collect();
+                check(failed.is_empty(), format!("{name}: every scenario runs to a clean exit{}", if failed.is_empty() { String::new() } else { format!(" (not: {})", failed.join(", ")) }), &mut t);
+            }
+            Expect::Leaks if sanitizer == Sanitizer::Address => {
+                let cell = outcomes.iter().find(|o| o.scenario == "report's scenario");
+                let leaks: Vec<&Report> = cell.map(|o| o.reports.iter().filter(|r| r.tool == "LSan").collect()).unwrap_or_default();
+                let through = leaks.iter().filter(|r| r.frames.iter().any(|f| f.contains("make_arrays"))).count();
+                let bytes: u64 = leaks.iter().map(|r| r.bytes).sum();
+                check(through > 0, format!("{name}: LeakSanitizer reports the orphaned group in the report's scenario ({} leak records, {bytes} bytes, {through} allocated through make_arrays)", leaks.len()), &mut t);
+                let census = cell.map(|o| o.census.clone()).unwrap_or_default();
+                check(census.iter().all(|&n| n > 0) && !census.is_empty(), format!("{name}: the census does not return to its baseline in the report's scenario (retained after each cycle: {census:?})"), &mut t);
+            }
+            Expect::Wrong if sanitizer == Sanitizer::Address => {
+                let held = outcomes.iter().find(|o| o.scenario == "held output");
+                let asan: Vec<&Report> = held.map(|o| o.reports.iter().filter(|r| r.tool == "ASan").collect()).unwrap_or_default();
+                check(
+                    !asan.is_empty(),
+                    format!("{name}: AddressSanitizer reports the held-output probe's crash ({})", asan.first().map(|r| format!("{}, in {}", r.kind, r.frames.iter().take(3).cloned().collect::<Vec<_>>().join(" < "))).unwrap_or("no report".into())),
+                    &mut t,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    // Each distinct finding once, with its stack.
+    writeln!(t, "\n## Findings, with their first stack\n").unwrap();
+    let mut seen = BTreeSet::new();
+    for (a, _, outcomes) in results {
+        for o in outcomes {
+            for r in &o.reports {
+                let sig = r.signature();
+                if !seen.insert((a.name.clone(), sig.clone())) {
+                    continue;
+                }
+                let count = o.reports.iter().filter(|x| x.signature() == sig).count();
+                writeln!(t, "### {} / {}: {} {} ({count}x in this scenario)\n\n{}\n\n```", a.name, o.scenario, r.tool, r.kind, r.summary).unwrap();
+                for (i, f) in r.frames.iter().take(12).enumerate() {
+                    writeln!(t, "#{i} {f}").unwrap();
+                }
+                writeln!(t, "```\n").unwrap();
+            }
+        }
+    }
+    if seen.is_empty() {
+        writeln!(t, "(none)").unwrap();
+    }
+    (t, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_leaks_errors_and_runtime_errors_with_their_stacks() {
+        let log = "\
+=================================================================
+==12==ERROR: LeakSanitizer: detected memory leaks
+
+Direct leak of 96 byte(s) in 1 object(s) allocated from:
+    #0 0x7f1 in operator new(unsigned long) ../../src/libsanitizer/asan/asan_new_delete.cpp:95
+    #1 0x7f2 in mlx::core::array::make_arrays(std::vector<int>) /x/src/mlx/array.cpp:60
+    #2 0x7f3 in main /x/leak.cpp:10
+
+Indirect leak of 32 byte(s) in 2 object(s) allocated from:
+    #0 0x7f1 in malloc (/usr/lib/x86_64-linux-gnu/libasan.so.8+0xbc)
+    #1 0x7f4 (/usr/lib/libopenblas.so.0+0x10)
+
+SUMMARY: AddressSanitizer: 128 byte(s) leaked in 3 allocation(s).
+==13==ERROR: AddressSanitizer: heap-use-after-free on address 0x6020 at pc 0x1 bp 0x2 sp 0x3
+READ of size 8 at 0x6020 thread T0
+    #0 0x7f5 in mlx::core::array::eval() /x/src/mlx/array.cpp:99
+
+/x/src/mlx/ops.cpp:12:5: runtime error: signed integer overflow: 1 + 2147483647 cannot be represented in type 'int'
+    #0 0x7f6 in mlx::core::add() /x/src/mlx/ops.cpp:12
+";
+        let r = parse_reports(log);
+        assert_eq!(r.len(), 4, "{r:?}");
+        assert_eq!((r[0].tool, r[0].kind.as_str(), r[0].bytes), ("LSan", "direct leak", 96));
+        assert_eq!(r[0].frames[1], "mlx::core::array::make_arrays(std::vector<int>)");
+        assert_eq!(r[1].kind, "indirect leak");
+        assert_eq!(r[1].frames, vec!["malloc".to_string(), "(/usr/lib/libopenblas.so.0+0x10)".to_string()]);
+        assert_eq!((r[2].tool, r[2].kind.as_str()), ("ASan", "heap-use-after-free"));
+        assert_eq!(r[2].frames, vec!["mlx::core::array::eval()".to_string()]);
+        assert_eq!((r[3].tool, r[3].kind.as_str()), ("UBSan", "signed integer overflow"));
+        assert!(r[3].summary.starts_with("ops.cpp:12:5: signed integer overflow"));
+        // The runtime's own frames do not tell findings apart.
+        assert_eq!(r[0].signature(), "LSan direct leak: mlx::core::array::make_arrays(std::vector<int>) < main");
+    }
+
+    #[test]
+    fn a_log_without_reports_has_none() {
+        assert!(parse_reports("all good\n==1== some note\n").is_empty());
+    }
+}

@@ -42,6 +42,10 @@ usage: cargo xtask <command>
                               version or a checkout), build and measure both variants there,
                               run the suite against it and give a verdict per patch: still
                               needed, redundant or broken. --apply moves the pin.
+  sanitize [address|thread] [--record]
+                              build every variant with sanitizers and the live-descriptor census,
+                              run MLX's suite, the probes and the Rust API tests on each and
+                              print the reports by kind (long: not part of `test`)
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it
 ";

@@ -38,24 +38,21 @@ pub fn is_fork_only(patch: &Path) -> Result<bool, Error> {
 /// The fix: the series without its fork-only patches. This is what the
 /// variants are built from and what goes upstream.
 pub fn fix_series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let mut fix = Vec::new();
-    for p in series(dir)? {
-        if !is_fork_only(&p)? {
-            fix.push(p);
-        }
-    }
-    Ok(fix)
+    Ok(split_series(dir)?.0)
 }
 
 /// The fork-only patches of the series (debug aids), in file-name order.
 pub fn fork_only(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let mut aids = Vec::new();
+    Ok(split_series(dir)?.1)
+}
+
+/// The series as (fix, fork-only), each in file-name order.
+fn split_series(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
+    let (mut fix, mut aids) = (Vec::new(), Vec::new());
     for p in series(dir)? {
-        if is_fork_only(&p)? {
-            aids.push(p);
-        }
+        if is_fork_only(&p)? { aids.push(p) } else { fix.push(p) }
     }
-    Ok(aids)
+    Ok((fix, aids))
 }
 
 /// Applies each patch to `tree` (a plain directory, not a repository), checking

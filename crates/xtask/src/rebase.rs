@@ -14,9 +14,10 @@
 //!    applies, its patched variant, and measures the report's scenario on
 //!    both. With `--series` or a clean replay it runs the whole suite against
 //!    the target too. Verdict: still needed, redundant, or broken.
-//! 4. `--apply` (only after "still needed" with the suite passing) moves the
-//!    pin and writes the refreshed series; on any failure it restores every
-//!    file it touched.
+//! 4. `--apply` (only after "still needed" with the suite passing) runs
+//!    `cargo xtask sanitize address --record` on the target and refreshed
+//!    series, then moves the pin and writes the refreshed series; on any
+//!    failure it restores every file it touched, the recorded report too.
 //!
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
@@ -356,7 +357,28 @@ pub fn run(args: &[String]) -> Result<()> {
             return Err("--apply needs a target whose files match the official wheels of its release; nothing changed".into());
         }
         let wheels = wheel_hashes.ok_or("--apply needs the provenance check of the target (pip must reach the package index); nothing changed")?;
-        apply(&version, &tree_id, &carrier_tree, &carrier, &wheels, &refreshed)?;
+        // Memory safety on the target before the pin moves. The run records
+        // its report for the target's tree and refreshed series, which are
+        // the pin's once it moves, so CI's check of it holds.
+        let recorded = crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address);
+        let previous = std::fs::read(&recorded).ok();
+        let mut sanitize = cargo();
+        sanitize.args(["xtask", "sanitize", "address", "--record"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
+        target_env(&mut sanitize, &tree, &refreshed, &work);
+        println!("running the sanitizers on the target before moving the pin ...");
+        let status = sanitize.status().map_err(|e| e.to_string())?;
+        let restore_record = || match &previous {
+            Some(bytes) => drop(std::fs::write(&recorded, bytes)),
+            None => drop(std::fs::remove_file(&recorded)),
+        };
+        if !status.success() {
+            restore_record();
+            return Err(format!("the sanitizer run on the target does not show what it must (report in {}); nothing changed", root.join("cargo-target/sanitize/address/report.md").display()));
+        }
+        if let Err(e) = apply(&version, &tree_id, &carrier_tree, &carrier, &wheels, &refreshed) {
+            restore_record();
+            return Err(e);
+        }
         println!("moved the pin to MLX v{version} ({} ={carrier}, tree {tree_id}) and refreshed patches/", pin::CARRIER_CRATE);
     }
     Ok(())

@@ -34,9 +34,6 @@ struct Scenario {
     name: String,
     program: PathBuf,
     args: Vec<String>,
-    /// Extra environment (the Rust tests need the sanitizer runtime
-    /// preloaded, since Rust binaries do not link it).
-    env: Vec<(String, String)>,
 }
 
 /// What a sanitizer said once: its tool and kind, a one-line summary,
@@ -180,8 +177,13 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         let mut scenarios = scenarios(sanitizer, mlx, &programs)?;
         for (name, exe) in rust_tests.get(mlx.name.as_str()).into_iter().flatten() {
-            let preload = ("LD_PRELOAD".to_string(), runtime.display().to_string());
-            scenarios.push(Scenario { name: format!("rust {name}"), program: exe.clone(), args: vec!["--test-threads=1".into()], env: vec![preload] });
+            // The runtime must come first, and only in this process: MLX
+            // runs the C++ compiler to see whether it can JIT, and with
+            // LD_PRELOAD the compiler would inherit the runtime, report its
+            // own leaks and fail, and MLX would silently stop compiling.
+            // The dynamic loader's `--preload` leaves the environment alone.
+            let args = ["--preload".to_string(), runtime.display().to_string(), exe.display().to_string(), "--test-threads=1".into()];
+            scenarios.push(Scenario { name: format!("rust {name}"), program: interpreter(exe)?, args: args.into() });
         }
         let mut outcomes = Vec::new();
         for s in &scenarios {
@@ -227,13 +229,42 @@ pub fn fingerprint(opts: &mlx_patched::Options) -> Result<String> {
     mlx_patched::patch::fingerprint(&upstream.tree_id, &inputs).map_err(|e| e.to_string())
 }
 
+/// CI's check of a recorded report (`cargo xtask test`): it exists, it was
+/// measured on this tree, series, probes and runner, and its expectations
+/// held. A sanitizer run takes too long for CI; this keeps its evidence
+/// from going stale silently.
+pub fn check_recorded(sanitizer: Sanitizer, opts: &mlx_patched::Options) -> Result<String> {
+    let path = recorded_path(sanitizer);
+    let rerun = format!("rerun `cargo xtask sanitize {} --record` (about 40 minutes on 2 cores)", sanitizer.name());
+    let text = std::fs::read_to_string(&path).map_err(|_| format!("there is no recorded {} report ({}): {rerun}", sanitizer.name(), path.display()))?;
+    verify_recorded(&text, &fingerprint(opts)?).map_err(|e| format!("{}: {e}; {rerun}", path.display()))
+}
+
+/// The stamp of a recorded report against the fingerprint it must have,
+/// and its expectations; returns its first summary line.
+fn verify_recorded(text: &str, expected: &str) -> Result<String> {
+    let stamp = text.lines().next().and_then(|l| l.strip_prefix("<!-- measured-for ")).and_then(|l| l.strip_suffix(" -->"));
+    match stamp {
+        None => return Err("it has no `measured-for` stamp".into()),
+        Some(s) if s != expected => return Err(format!("it was measured for {s}, but the tree, series, probes and runner now give {expected}")),
+        Some(_) => {}
+    }
+    let expectations: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("## Expectations")).skip(1).take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("- ")).collect();
+    if expectations.is_empty() {
+        return Err("it lists no expectations".into());
+    }
+    if let Some(failed) = expectations.iter().find(|l| !l.starts_with("- ok:")) {
+        return Err(format!("an expectation did not hold: {failed}"));
+    }
+    Ok(format!("{} expectations held", expectations.len()))
+}
+
 /// The scenarios every variant runs: MLX's suite, then each probe.
 fn scenarios(sanitizer: Sanitizer, mlx: &Artifacts, programs: &BTreeMap<&str, PathBuf>) -> Result<Vec<Scenario>> {
     let s = |name: &str, probe: &str, args: &[&str]| Scenario {
         name: name.to_string(),
         program: programs[probe].clone(),
         args: args.iter().map(|a| a.to_string()).collect(),
-        env: Vec::new(),
     };
     if sanitizer == Sanitizer::Thread {
         // The threaded scenario, and the compile cache filled and emptied
@@ -247,7 +278,6 @@ fn scenarios(sanitizer: Sanitizer, mlx: &Artifacts, programs: &BTreeMap<&str, Pa
         name: "MLX's C++ suite".into(),
         program: mlx.mlx_tests.clone(),
         args: vec![mlx_patched::mlx_tests_filter()],
-        env: Vec::new(),
     }];
     list.extend([
         s("report's scenario", "leak_scenario", &["--cycles", "3"]),
@@ -271,7 +301,7 @@ fn scenarios(sanitizer: Sanitizer, mlx: &Artifacts, programs: &BTreeMap<&str, Pa
 }
 
 /// The sanitizer's runtime library, for programs that do not link it (Rust
-/// binaries): `LD_PRELOAD` puts it first, as AddressSanitizer requires.
+/// binaries): preloaded, it comes first, as AddressSanitizer requires.
 fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
     let name = match sanitizer {
         Sanitizer::Address => "libasan.so",
@@ -282,6 +312,29 @@ fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     let path = path.canonicalize().map_err(|_| format!("the C++ compiler has no {name} ({}): install its sanitizer runtime", path.display()))?;
     Ok(path)
+}
+
+/// The dynamic loader an ELF executable names (its `PT_INTERP`).
+fn interpreter(exe: &Path) -> Result<PathBuf> {
+    let bytes = std::fs::read(exe).map_err(|e| format!("cannot read {}: {e}", exe.display()))?;
+    let bad = || format!("{} is not a 64-bit little-endian ELF executable with an interpreter", exe.display());
+    let u16_at = |o: usize| bytes.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()) as usize);
+    if !bytes.starts_with(b"\x7fELF\x02\x01") {
+        return Err(bad());
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20).ok_or_else(bad)?, u16_at(0x36).ok_or_else(bad)?, u16_at(0x38).ok_or_else(bad)?);
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        const PT_INTERP: u32 = 3;
+        if bytes.get(ph..ph + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap())) == Some(PT_INTERP) {
+            let (offset, size) = (u64_at(ph + 8).ok_or_else(bad)?, u64_at(ph + 32).ok_or_else(bad)?);
+            let name = bytes.get(offset..offset + size).ok_or_else(bad)?;
+            let name = name.split(|&b| b == 0).next().unwrap_or_default();
+            return Ok(PathBuf::from(String::from_utf8_lossy(name).into_owned()));
+        }
+    }
+    Err(bad())
 }
 
 /// ThreadSanitizer's suppressions, each with its reason; none for the
@@ -319,9 +372,6 @@ fn run_scenario(s: &Scenario, sanitizer: Sanitizer, dir: &Path, suppressions: Op
             let supp = suppressions.map(|p| format!(":suppressions={}", p.display())).unwrap_or_default();
             cmd.env("TSAN_OPTIONS", format!("log_path={log}.tsan:second_deadlock_stack=1{supp}"));
         }
-    }
-    for (k, v) in &s.env {
-        cmd.env(k, v);
     }
     let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -565,6 +615,28 @@ READ of size 8 at 0x6020 thread T0
         assert!(r[3].summary.starts_with("ops.cpp:12:5: signed integer overflow"));
         // The runtime's own frames do not tell findings apart.
         assert_eq!(r[0].signature(), "LSan direct leak: mlx::core::array::make_arrays(std::vector<int>) < main");
+    }
+
+    #[test]
+    fn a_recorded_report_must_be_current_and_all_ok() {
+        let good = "<!-- measured-for abc -->\n# Sanitizer run\n\n## Expectations\n\n- ok: patched: clean\n- ok: pristine: leaks\n\n## Findings\n";
+        assert_eq!(verify_recorded(good, "abc").unwrap(), "2 expectations held");
+        // Measured on another tree, series or probe set: stale.
+        assert!(verify_recorded(good, "abd").unwrap_err().contains("measured for abc"));
+        assert!(verify_recorded(&good.replace("- ok: pristine", "- FAILED: pristine"), "abc").unwrap_err().contains("did not hold"));
+        assert!(verify_recorded(&good.replace("<!-- measured-for abc -->\n", ""), "abc").unwrap_err().contains("no `measured-for`"));
+        assert!(verify_recorded("<!-- measured-for abc -->\n# nothing\n", "abc").unwrap_err().contains("no expectations"));
+    }
+
+    #[test]
+    fn the_interpreter_of_an_executable_is_read_from_its_program_headers() {
+        let me = std::env::current_exe().unwrap();
+        let ld = interpreter(&me).unwrap();
+        assert!(ld.is_absolute() && ld.exists(), "{}", ld.display());
+        assert!(ld.file_name().unwrap().to_string_lossy().starts_with("ld-"), "{}", ld.display());
+        let not_elf = std::env::temp_dir().join("sanitize-not-elf");
+        std::fs::write(&not_elf, b"#!/bin/sh\n").unwrap();
+        assert!(interpreter(&not_elf).unwrap_err().contains("not a 64-bit"));
     }
 
     #[test]

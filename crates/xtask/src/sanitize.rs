@@ -36,51 +36,86 @@ struct Scenario {
     args: Vec<String>,
 }
 
-/// What a sanitizer said once: its tool and kind, a one-line summary,
-/// and the first stack of the report (the access, or the allocation of a
-/// leak), as function names.
+/// What a sanitizer said once: its tool and kind, a one-line summary, the
+/// first stack of the report (the access, or the allocation of a leak) and,
+/// for a race or a use after free, the second (the other access, or the
+/// free), as function names, with the source locations of both.
 #[derive(Clone, Debug)]
 pub struct Report {
     pub tool: &'static str,
     pub kind: String,
     pub summary: String,
     pub frames: Vec<String>,
+    pub other: Vec<String>,
+    pub locations: Vec<String>,
+    /// The source file (without the line) of each stack's top frame.
+    pub sites: Vec<String>,
     pub bytes: u64,
 }
 
 impl Report {
-    /// Equal for the same finding on another variant: the tool, the kind
-    /// and the top frames that name a function.
+    /// Equal for the same finding on another variant or in another run:
+    /// the tool, the kind and the top frames that name a function; for a
+    /// race, the top function of each access, in either order (which
+    /// thread TSan sees first varies).
     fn signature(&self) -> String {
-        let top: Vec<&str> = self.frames.iter().map(String::as_str).filter(|f| !f.starts_with('(') && !is_runtime_frame(f)).take(4).collect();
-        format!("{} {}: {}", self.tool, self.kind, top.join(" < "))
+        let named = |s: &[String], n: usize| -> Vec<String> { s.iter().filter(|f| !f.starts_with('(') && !is_runtime_frame(f)).take(n).cloned().collect() };
+        if self.tool == "TSan" {
+            // Which of two racing functions TSan pairs first varies from
+            // run to run (a counter written under a lock in two places and
+            // read without it); the source files of the two accesses don't.
+            let mut sites = self.sites.clone();
+            sites.sort();
+            return format!("TSan {}: {}", self.kind, sites.join(" | "));
+        }
+        format!("{} {}: {}", self.tool, self.kind, named(&self.frames, 4).join(" < "))
+    }
+
+    /// Whether a stack of the report runs through one of MLX's `files`
+    /// (paths relative to MLX's tree, e.g. `mlx/array.cpp`).
+    fn touches(&self, files: &[&str]) -> bool {
+        self.locations.iter().any(|l| files.iter().any(|f| l.split(':').next().is_some_and(|path| path.ends_with(&format!("/{f}")))))
     }
 }
 
 fn is_runtime_frame(f: &str) -> bool {
-    ["operator new", "operator delete", "malloc", "calloc", "realloc", "free", "posix_memalign", "__interceptor_", "__asan", "__ubsan", "__sanitizer"]
+    ["operator new", "operator delete", "malloc", "calloc", "realloc", "free", "posix_memalign", "__interceptor_", "__asan", "__ubsan", "__sanitizer", "__tsan"]
         .iter()
         .any(|p| f.starts_with(p))
 }
 
-/// The function of a frame line (`#3 0x7f.. in fn(args) /path/file.cpp:12`
-/// or `#3 0x7f.. in fn (/lib/x.so+0x1234)`), without its location.
-fn frame_function(line: &str) -> Option<String> {
+/// One frame line, as its function and its source location. ASan writes
+/// `#3 0x7f.. in fn(args) /path/file.cpp:12` (or `(/lib/x.so+0x1234)` for
+/// the location), TSan `#3 fn(args) const /path/file.cpp:12 (x.so+0x1234)`;
+/// a frame without a symbol is named by its module.
+fn frame(line: &str) -> Option<(String, Option<String>)> {
     let t = line.trim_start();
     if !t.starts_with('#') {
         return None;
     }
-    let Some(at) = t.find(" in ") else {
-        // `#3 0x7f.. (/lib/x.so+0x1234)`: no symbol.
-        return Some(t.split_whitespace().nth(2).unwrap_or("(unknown)").to_string());
-    };
-    let rest = &t[at + 4..];
-    // Drop the location: the last word when it is a path or a module.
-    let f = match rest.rsplit_once(' ') {
-        Some((f, loc)) if loc.starts_with('/') || loc.starts_with('(') || loc.contains(".so") => f,
-        _ => rest,
-    };
-    Some(f.trim().to_string())
+    let mut rest = t.split_once(char::is_whitespace).map(|(_, r)| r.trim()).unwrap_or("");
+    if rest.starts_with("0x") {
+        match rest.find(" in ") {
+            Some(at) => rest = &rest[at + 4..],
+            // `#3 0x7f.. (/lib/x.so+0x1234)`: no symbol.
+            None => return Some((rest.split_whitespace().nth(1).unwrap_or("(unknown)").to_string(), None)),
+        }
+    }
+    // The module, then the source location, off the end.
+    if let Some((f, module)) = rest.rsplit_once(' ') {
+        if module.starts_with('(') && module.ends_with(')') && module.contains("+0x") {
+            rest = f.trim_end();
+        }
+    }
+    let mut location = None;
+    if let Some((f, loc)) = rest.rsplit_once(' ') {
+        if loc.starts_with('/') || loc.starts_with("../") || loc == "<null>" {
+            location = (loc != "<null>").then(|| loc.to_string());
+            rest = f.trim_end();
+        }
+    }
+    let function = if rest == "<null>" || rest.is_empty() { "(unknown)" } else { rest };
+    Some((function.to_string(), location))
 }
 
 /// Reads the reports out of a sanitizer log (`log_path` files hold one
@@ -88,38 +123,59 @@ fn frame_function(line: &str) -> Option<String> {
 pub fn parse_reports(text: &str) -> Vec<Report> {
     let mut reports = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
-    let stack_from = |i: usize| -> Vec<String> { lines[i..].iter().take_while(|l| !l.trim().is_empty()).filter_map(|l| frame_function(l)).collect() };
-    let first_stack_after = |i: usize| -> Vec<String> {
-        let j = (i..lines.len()).find(|&j| lines[j].trim_start().starts_with("#0")).unwrap_or(lines.len());
-        if j < lines.len() { stack_from(j) } else { Vec::new() }
+    // The frames of the stack starting at line i.
+    let stack_at = |i: usize| -> Vec<(String, Option<String>)> { lines[i..].iter().take_while(|l| !l.trim().is_empty()).filter_map(|l| frame(l)).collect() };
+    // The next stack from line i, and the line after it; a stack belongs to
+    // this report only if no other report starts before it.
+    let next_stack = |i: usize| -> Option<(Vec<(String, Option<String>)>, usize)> {
+        let j = (i..lines.len()).take_while(|&j| j == i || !starts_report(lines[j])).find(|&j| lines[j].trim_start().starts_with("#0"))?;
+        let stack = stack_at(j);
+        Some((stack.clone(), j + stack.len()))
     };
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
+    let report = |tool: &'static str, kind: String, summary: String, bytes: u64, i: usize, stacks: usize| -> Report {
+        let mut found = Vec::new();
+        let mut at = i;
+        while found.len() < stacks {
+            let Some((stack, next)) = next_stack(at) else { break };
+            found.push(stack);
+            at = next;
+        }
+        let functions = |k: usize| found.get(k).map(|s| s.iter().map(|(f, _)| f.clone()).collect()).unwrap_or_default();
+        let locations = found.iter().flatten().filter_map(|(_, l)| l.clone()).collect();
+        let sites = found.iter().map(|s| s.first().and_then(|(_, l)| l.as_deref()).map(|l| l.split(':').next().unwrap_or(l).trim_start_matches("../").to_string()).unwrap_or_else(|| "(unknown)".into())).collect();
+        Report { tool, kind, summary, frames: functions(0), other: functions(1), locations, sites, bytes }
+    };
+    for (i, line) in lines.iter().enumerate() {
         if let Some(rest) = line.split_once("ERROR: AddressSanitizer: ").map(|(_, r)| r) {
             let kind = rest.split_whitespace().next().unwrap_or("error").to_string();
-            reports.push(Report { tool: "ASan", kind, summary: rest.trim().to_string(), frames: first_stack_after(i + 1), bytes: 0 });
+            reports.push(report("ASan", kind, rest.trim().to_string(), 0, i + 1, 2));
         } else if let Some(rest) = line.trim_start().strip_prefix("Direct leak of ").or_else(|| line.trim_start().strip_prefix("Indirect leak of ")) {
             let kind = if line.trim_start().starts_with("Direct") { "direct leak" } else { "indirect leak" };
             let bytes = rest.split_whitespace().next().and_then(|b| b.parse().ok()).unwrap_or(0);
-            reports.push(Report { tool: "LSan", kind: kind.into(), summary: line.trim().to_string(), frames: first_stack_after(i + 1), bytes });
+            reports.push(report("LSan", kind.into(), line.trim().to_string(), bytes, i + 1, 1));
         } else if let Some((_, msg)) = line.split_once(": runtime error: ") {
             // `file:line:col: runtime error: <what>`; with print_stacktrace
-            // the stack follows.
-            // The kind without its values: `signed integer overflow`, `load
-            // of misaligned address`, ...
+            // the stack follows. The kind without its values: `signed
+            // integer overflow`, `load of misaligned address`, ...
             let head = msg.split(':').next().unwrap_or(msg);
             let kind = head.split_whitespace().take_while(|w| !w.starts_with("0x") && !w.starts_with('\'') && !w.starts_with(|c: char| c.is_ascii_digit())).collect::<Vec<_>>().join(" ");
-            let frames = if lines.get(i + 1).is_some_and(|l| l.trim_start().starts_with("#0")) { stack_from(i + 1) } else { Vec::new() };
             let at = line.split(": runtime error").next().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-            reports.push(Report { tool: "UBSan", kind, summary: format!("{at}: {}", msg.trim()), frames, bytes: 0 });
+            let mut r = if lines.get(i + 1).is_some_and(|l| l.trim_start().starts_with("#0")) { report("UBSan", kind.clone(), String::new(), 0, i + 1, 1) } else { report("UBSan", kind.clone(), String::new(), 0, lines.len(), 0) };
+            r.summary = format!("{at}: {}", msg.trim());
+            reports.push(r);
         } else if let Some(rest) = line.split_once("WARNING: ThreadSanitizer: ").map(|(_, r)| r) {
             let kind = rest.split(" (").next().unwrap_or(rest).trim().to_string();
-            reports.push(Report { tool: "TSan", kind, summary: rest.trim().to_string(), frames: first_stack_after(i + 1), bytes: 0 });
+            reports.push(report("TSan", kind, rest.trim().to_string(), 0, i + 1, 2));
         }
-        i += 1;
     }
     reports
+}
+
+/// Whether a log line starts a new report (a stack after it is not the
+/// previous report's).
+fn starts_report(line: &str) -> bool {
+    let t = line.trim_start();
+    line.contains("ERROR: AddressSanitizer: ") || t.starts_with("Direct leak of ") || t.starts_with("Indirect leak of ") || line.contains(": runtime error: ") || line.contains("WARNING: ThreadSanitizer: ")
 }
 
 /// One scenario's run on one variant.
@@ -193,7 +249,8 @@ pub fn run(args: &[String]) -> Result<()> {
         results.push((mlx, variant.expect, outcomes));
     }
 
-    let (text, failures) = report(sanitizer, &results, started.elapsed(), build_time);
+    let touched = fix_files(&opts)?;
+    let (text, failures) = report(sanitizer, &results, started.elapsed(), build_time, &touched);
     print!("{text}");
     let path = out.join("report.md");
     std::fs::write(&path, &text).map_err(|e| e.to_string())?;
@@ -257,6 +314,22 @@ fn verify_recorded(text: &str, expected: &str) -> Result<String> {
         return Err(format!("an expectation did not hold: {failed}"));
     }
     Ok(format!("{} expectations held", expectations.len()))
+}
+
+/// MLX's library files the fix changes (its tests left out).
+fn fix_files(opts: &mlx_patched::Options) -> Result<Vec<String>> {
+    let mut files = BTreeSet::new();
+    for p in mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())? {
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        for line in text.lines() {
+            if let Some(path) = line.strip_prefix("diff --git a/").and_then(|r| r.split_whitespace().next()) {
+                if path.starts_with("mlx/") {
+                    files.insert(path.to_string());
+                }
+            }
+        }
+    }
+    Ok(files.into_iter().collect())
 }
 
 /// The scenarios every variant runs: MLX's suite, then each probe.
@@ -370,7 +443,9 @@ fn run_scenario(s: &Scenario, sanitizer: Sanitizer, dir: &Path, suppressions: Op
         }
         Sanitizer::Thread => {
             let supp = suppressions.map(|p| format!(":suppressions={}", p.display())).unwrap_or_default();
-            cmd.env("TSAN_OPTIONS", format!("log_path={log}.tsan:second_deadlock_stack=1{supp}"));
+            // exitcode=0: a race is counted from the log, and the exit
+            // status stays the program's own.
+            cmd.env("TSAN_OPTIONS", format!("log_path={log}.tsan:second_deadlock_stack=1:exitcode=0{supp}"));
         }
     }
     let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
@@ -442,7 +517,7 @@ fn rust_test_binaries(root: &Path, sanitizer: Sanitizer) -> Result<BTreeMap<&'st
 /// The report: per variant, the reports by tool and kind; per scenario,
 /// what each variant showed; each distinct finding with its stack; the
 /// expectations checked (the failures are returned).
-fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], total: std::time::Duration, build: std::time::Duration) -> (String, Vec<String>) {
+fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], total: std::time::Duration, build: std::time::Duration, touched: &[String]) -> (String, Vec<String>) {
     let mut t = String::new();
     let mut failures = Vec::new();
     let names: Vec<&str> = results.iter().map(|(a, _, _)| a.name.as_str()).collect();
@@ -451,7 +526,7 @@ fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], 
         Sanitizer::Thread => "ThreadSanitizer",
     })
     .unwrap();
-    writeln!(t, "Built (GCC, -O1, frame pointers, -g1, census on) in {}; everything in {}.\n", mlx_patched::progress::elapsed(build), mlx_patched::progress::elapsed(total)).unwrap();
+    writeln!(t, "Variants (GCC, -O1, frame pointers, -g1, census on) built or found built in {}; everything in {}.\n", mlx_patched::progress::elapsed(build), mlx_patched::progress::elapsed(total)).unwrap();
 
     // Reports by tool and kind, per variant.
     let mut kinds: BTreeMap<String, BTreeMap<&str, usize>> = BTreeMap::new();
@@ -521,10 +596,15 @@ fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], 
                     format!("{name}: no report the control does not show too ({} reports in all, {} not on the control{})", own.len(), unexplained.len(), if unexplained.is_empty() { String::new() } else { format!(": {}", unexplained.iter().take(5).cloned().collect::<Vec<_>>().join("; ")) }),
                     &mut t,
                 );
-                if sanitizer == Sanitizer::Address {
+                {
                     let off: Vec<String> = outcomes.iter().filter(|o| o.census.iter().any(|&n| n != 0)).map(|o| format!("{} {:?}", o.scenario, o.census)).collect();
                     let counted = outcomes.iter().filter(|o| !o.census.is_empty()).count();
                     check(counted > 0 && off.is_empty(), format!("{name}: the census is back at its baseline after every cycle of every scenario ({counted} scenarios counted{})", if off.is_empty() { String::new() } else { format!("; not in {}", off.join(", ")) }), &mut t);
+                }
+                if sanitizer == Sanitizer::Thread {
+                    let files: Vec<&str> = touched.iter().map(String::as_str).collect();
+                    let ours: Vec<String> = own.iter().filter(|(_, r)| r.touches(&files)).map(|(s, r)| format!("{s}: {}", r.signature())).collect();
+                    check(ours.is_empty(), format!("{name}: no race with an access in a file the fix changes ({}){}", files.join(", "), if ours.is_empty() { String::new() } else { format!(": {}", ours.join("; ")) }), &mut t);
                 }
                 let failed: Vec<&str> = outcomes.iter().filter(|o| !o.success).map(|o| o.scenario.as_str()).collect();
                 check(failed.is_empty(), format!("{name}: every scenario runs to a clean exit{}", if failed.is_empty() { String::new() } else { format!(" (not: {})", failed.join(", ")) }), &mut t);
@@ -565,6 +645,12 @@ fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], 
                 writeln!(t, "### {} / {}: {} {} ({count}x in this scenario)\n\n{}\n\n```", a.name, o.scenario, r.tool, r.kind, r.summary).unwrap();
                 for (i, f) in r.frames.iter().take(12).enumerate() {
                     writeln!(t, "#{i} {f}").unwrap();
+                }
+                if !r.other.is_empty() {
+                    writeln!(t, "{}", if r.tool == "TSan" { "-- the other access:" } else { "-- then:" }).unwrap();
+                    for (i, f) in r.other.iter().take(8).enumerate() {
+                        writeln!(t, "#{i} {f}").unwrap();
+                    }
                 }
                 writeln!(t, "```\n").unwrap();
             }
@@ -637,6 +723,41 @@ READ of size 8 at 0x6020 thread T0
         let not_elf = std::env::temp_dir().join("sanitize-not-elf");
         std::fs::write(&not_elf, b"#!/bin/sh\n").unwrap();
         assert!(interpreter(&not_elf).unwrap_err().contains("not a 64-bit"));
+    }
+
+    #[test]
+    fn reads_a_race_with_both_accesses_and_their_locations() {
+        let log = "\
+==================
+WARNING: ThreadSanitizer: data race (pid=11247)
+  Write of size 4 at 0x7b3400000000 by thread T4 (mutexes: write M158):
+    #0 mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&) ../src/mlx/scheduler.h:39 (libmlx.so+0xdd935b)
+    #1 std::function<void ()>::operator()() const /usr/include/c++/12/bits/std_function.h:591 (libmlx.so+0x1)
+    #2 <null> <null> (libstdc++.so.6+0xd44a2)
+
+  Previous read of size 4 at 0x7b3400000000 by thread T3:
+    #0 mlx::core::scheduler::Scheduler::n_active_tasks() const ../src/mlx/scheduler.h:53 (libmlx.so+0x279119)
+    #1 mlx::core::array::eval() ../src/mlx/array.cpp:120 (libmlx.so+0x2)
+
+  Location is heap block of size 208 at 0x7b3400000000 allocated by main thread:
+    #0 operator new(unsigned long) ../../../../src/libsanitizer/tsan/tsan_new_delete.cpp:64 (libtsan.so.2+0x87323)
+
+SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&)
+";
+        let r = parse_reports(log);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].tool, r[0].kind.as_str()), ("TSan", "data race"));
+        assert_eq!(r[0].frames, vec!["mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&)", "std::function<void ()>::operator()() const", "(unknown)"]);
+        assert_eq!(r[0].other, vec!["mlx::core::scheduler::Scheduler::n_active_tasks() const", "mlx::core::array::eval()"]);
+        // Either access in array.cpp makes it a race in array.cpp.
+        assert!(r[0].touches(&["mlx/array.cpp"]));
+        assert!(!r[0].touches(&["mlx/array.h"]));
+        // The same race seen from the other thread first is the same finding.
+        let mut swapped = r[0].clone();
+        std::mem::swap(&mut swapped.frames, &mut swapped.other);
+        swapped.sites.reverse();
+        assert_eq!(swapped.signature(), r[0].signature());
+        assert_eq!(r[0].signature(), "TSan data race: src/mlx/scheduler.h | src/mlx/scheduler.h");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! and kind, and the expectations asserted:
 //!
 //! * fixed variants: no report, except one that the control shows too
-//!   (then it is upstream's, and listed with its stack);
+//!   (then it is upstream's, and listed with its stack); under TSan, no
+//!   race with an access in a file the fix changes; clean exits;
 //! * the control: LeakSanitizer reports the orphaned group, allocated
 //!   through `make_arrays`, in the report's scenario; the census sees it;
 //! * wrong fixes: AddressSanitizer reports the held-output probe's crash;
@@ -13,9 +14,10 @@
 //!
 //! The report goes to `<target>/sanitize/<sanitizer>/report.md`; with
 //! `--record` also to `docs/sanitize/<sanitizer>.md`, stamped with the
-//! fingerprint of the tree, series and probes it was measured on.
-//! Not yet run to the end: the sanitizer builds take about 10 minutes per
-//! variant on 2 cores, so this is not part of CI.
+//! fingerprint of the tree, the whole series, the probes and this runner.
+//! The sanitizer builds cost more than CI can spend (see the README), so
+//! `cargo xtask rebase --apply` runs this before it moves the pin, and
+//! `cargo xtask test` checks that the recorded report is current.
 
 use crate::{cargo, target_dir, workspace_root, Result};
 use mlx_patched::{Artifacts, Env, Expect, Sanitizer};

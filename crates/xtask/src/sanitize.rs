@@ -633,16 +633,31 @@ fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], 
         }
     }
 
-    // Each distinct finding once, with its stack.
+    // Each distinct finding once, with its stack: all of a fixed variant's;
+    // of the control's and the wrong fixes' (hundreds of leak records), the
+    // first few per scenario, memory errors and direct leaks first, then
+    // leaks allocated through make_arrays.
     writeln!(t, "\n## Findings, with their first stack\n").unwrap();
     let mut seen = BTreeSet::new();
-    for (a, _, outcomes) in results {
+    let mut shown = 0;
+    for (a, expect, outcomes) in results {
         for o in outcomes {
+            let mut distinct: Vec<&Report> = Vec::new();
             for r in &o.reports {
-                let sig = r.signature();
-                if !seen.insert((a.name.clone(), sig.clone())) {
-                    continue;
+                if seen.insert((a.name.clone(), r.signature())) {
+                    distinct.push(r);
                 }
+            }
+            let rank = |r: &Report| match (r.tool, r.kind.as_str()) {
+                ("LSan", "direct leak") => 1,
+                ("LSan", _) if r.frames.iter().any(|f| f.contains("make_arrays")) => 2,
+                ("LSan", _) => 3,
+                _ => 0,
+            };
+            distinct.sort_by_key(|r| rank(r));
+            let limit = if *expect == Expect::Fixed { distinct.len() } else { 3 };
+            for r in distinct.iter().take(limit) {
+                let sig = r.signature();
                 let count = o.reports.iter().filter(|x| x.signature() == sig).count();
                 writeln!(t, "### {} / {}: {} {} ({count}x in this scenario)\n\n{}\n\n```", a.name, o.scenario, r.tool, r.kind, r.summary).unwrap();
                 for (i, f) in r.frames.iter().take(12).enumerate() {
@@ -655,10 +670,14 @@ fn report(sanitizer: Sanitizer, results: &[(&Artifacts, Expect, Vec<Outcome>)], 
                     }
                 }
                 writeln!(t, "```\n").unwrap();
+                shown += 1;
+            }
+            if distinct.len() > limit {
+                writeln!(t, "({} / {}: {} more distinct findings, in the run's logs, `<target>/sanitize/{}/{}/`)\n", a.name, o.scenario, distinct.len() - limit, sanitizer.name(), a.name).unwrap();
             }
         }
     }
-    if seen.is_empty() {
+    if shown == 0 {
         writeln!(t, "(none)").unwrap();
     }
     (t, failures)

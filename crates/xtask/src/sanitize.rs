@@ -50,7 +50,9 @@ pub struct Report {
     pub frames: Vec<String>,
     pub other: Vec<String>,
     pub locations: Vec<String>,
-    /// The source file (without the line) of each stack's top frame.
+    /// Per stack, the source file (without the line) of its first frame in
+    /// MLX's own sources: the MLX code that made the access or allocation,
+    /// not a standard header it inlined, nor its callers.
     pub sites: Vec<String>,
     pub bytes: u64,
 }
@@ -73,10 +75,10 @@ impl Report {
         format!("{} {}: {}", self.tool, self.kind, named(&self.frames, 4).join(" < "))
     }
 
-    /// Whether a stack of the report runs through one of MLX's `files`
-    /// (paths relative to MLX's tree, e.g. `mlx/array.cpp`).
+    /// Whether the MLX code of one of the report's stacks (its `sites`) is
+    /// in one of `files` (paths in MLX's tree, e.g. `mlx/array.cpp`).
     fn touches(&self, files: &[&str]) -> bool {
-        self.locations.iter().any(|l| files.iter().any(|f| l.split(':').next().is_some_and(|path| path.ends_with(&format!("/{f}")))))
+        self.sites.iter().any(|site| files.iter().any(|f| site == f || site.ends_with(&format!("/{f}"))))
     }
 }
 
@@ -144,7 +146,17 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
         }
         let functions = |k: usize| found.get(k).map(|s| s.iter().map(|(f, _)| f.clone()).collect()).unwrap_or_default();
         let locations = found.iter().flatten().filter_map(|(_, l)| l.clone()).collect();
-        let sites = found.iter().map(|s| s.first().and_then(|(_, l)| l.as_deref()).map(|l| l.split(':').next().unwrap_or(l).trim_start_matches("../").to_string()).unwrap_or_else(|| "(unknown)".into())).collect();
+        let file = |l: &str| l.split(':').next().unwrap_or(l).trim_start_matches("../").to_string();
+        // MLX compiled from its tree (`../src/mlx/..`) or inlined from its
+        // installed headers (`<prefix>/include/mlx/..`).
+        let in_mlx = |l: &&str| (l.contains("src/mlx/") || l.contains("include/mlx/")) && !l.starts_with("/usr/");
+        let sites = found
+            .iter()
+            .map(|s| {
+                let locs: Vec<&str> = s.iter().filter_map(|(_, l)| l.as_deref()).collect();
+                locs.iter().find(|l| in_mlx(l)).or(locs.first()).map(|l| file(l)).unwrap_or_else(|| "(unknown)".into())
+            })
+            .collect();
         Report { tool, kind, summary, frames: functions(0), other: functions(1), locations, sites, bytes }
     };
     for (i, line) in lines.iter().enumerate() {
@@ -770,9 +782,16 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         assert_eq!((r[0].tool, r[0].kind.as_str()), ("TSan", "data race"));
         assert_eq!(r[0].frames, vec!["mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&)", "std::function<void ()>::operator()() const", "(unknown)"]);
         assert_eq!(r[0].other, vec!["mlx::core::scheduler::Scheduler::n_active_tasks() const", "mlx::core::array::eval()"]);
-        // Either access in array.cpp makes it a race in array.cpp.
-        assert!(r[0].touches(&["mlx/array.cpp"]));
-        assert!(!r[0].touches(&["mlx/array.h"]));
+        // A race is where MLX's code made the access, not where its callers
+        // are: array.cpp only calls into the scheduler here.
+        assert!(r[0].touches(&["mlx/scheduler.h"]));
+        assert!(!r[0].touches(&["mlx/array.cpp"]));
+        // Through a standard header inlined into array.cpp, it is array.cpp's.
+        let inlined = log.replace(
+            "    #0 mlx::core::scheduler::Scheduler::n_active_tasks() const ../src/mlx/scheduler.h:53 (libmlx.so+0x279119)\n",
+            "    #0 std::__shared_ptr<int>::get() const /usr/include/c++/12/bits/shared_ptr_base.h:1666 (libmlx.so+0x1)\n",
+        );
+        assert!(parse_reports(&inlined)[0].touches(&["mlx/array.cpp"]));
         // The same race seen from the other thread first is the same finding.
         let mut swapped = r[0].clone();
         std::mem::swap(&mut swapped.frames, &mut swapped.other);

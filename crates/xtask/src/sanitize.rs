@@ -41,7 +41,7 @@ struct Scenario {
 /// What a sanitizer said once: its tool and kind, a one-line summary, the
 /// first stack of the report (the access, or the allocation of a leak) and,
 /// for a race or a use after free, the second (the other access, or the
-/// free), as function names, with the source locations of both.
+/// free), as function names, and where in MLX's sources each was made.
 #[derive(Clone, Debug)]
 pub struct Report {
     pub tool: &'static str,
@@ -49,7 +49,6 @@ pub struct Report {
     pub summary: String,
     pub frames: Vec<String>,
     pub other: Vec<String>,
-    pub locations: Vec<String>,
     /// Per stack, the source file (without the line) of its first frame in
     /// MLX's own sources: the MLX code that made the access or allocation,
     /// not a standard header it inlined, nor its callers.
@@ -60,8 +59,7 @@ pub struct Report {
 impl Report {
     /// Equal for the same finding on another variant or in another run:
     /// the tool, the kind and the top frames that name a function; for a
-    /// race, the top function of each access, in either order (which
-    /// thread TSan sees first varies).
+    /// race, the MLX file of each access, in either order.
     fn signature(&self) -> String {
         let named = |s: &[String], n: usize| -> Vec<String> { s.iter().filter(|f| !f.starts_with('(') && !is_runtime_frame(f)).take(n).cloned().collect() };
         if self.tool == "TSan" {
@@ -145,7 +143,6 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
             at = next;
         }
         let functions = |k: usize| found.get(k).map(|s| s.iter().map(|(f, _)| f.clone()).collect()).unwrap_or_default();
-        let locations = found.iter().flatten().filter_map(|(_, l)| l.clone()).collect();
         // The file as a path in MLX's tree (`mlx/array.cpp`), whether the
         // compiler saw it relative to the build (as with ccache) or absolute.
         let file = |l: &str| {
@@ -165,7 +162,7 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
                 locs.iter().find(|l| in_mlx(l)).or(locs.first()).map(|l| file(l)).unwrap_or_else(|| "(unknown)".into())
             })
             .collect();
-        Report { tool, kind, summary, frames: functions(0), other: functions(1), locations, sites, bytes }
+        Report { tool, kind, summary, frames: functions(0), other: functions(1), sites, bytes }
     };
     for (i, line) in lines.iter().enumerate() {
         if let Some(rest) = line.split_once("ERROR: AddressSanitizer: ").map(|(_, r)| r) {
@@ -767,7 +764,7 @@ READ of size 8 at 0x6020 thread T0
     }
 
     #[test]
-    fn reads_a_race_with_both_accesses_and_their_locations() {
+    fn reads_a_race_with_both_accesses_and_where_mlx_made_them() {
         let log = "\
 ==================
 WARNING: ThreadSanitizer: data race (pid=11247)

@@ -44,7 +44,11 @@ fn main() -> Result<(), Error> {
 /// The MLX this crate links: `MLX_SYS_PREFIX`, or the patched variant.
 fn linked_mlx(env: &Env, out_dir: &Path) -> Result<Artifacts, Error> {
     if let Some(prefix) = env.mlx_sys_prefix() {
-        return Artifacts::from_prefix(&prefix);
+        let mlx = Artifacts::from_prefix(&prefix)?;
+        // A prefix rebuilt in place: mlx-c's inline array code must follow its headers.
+        env.track_file(&mlx.include_dir.join("mlx"));
+        env.track_file(&mlx.lib_dir);
+        return Ok(mlx);
     }
     let mut opts = Options::from_env(*env, &mlx_patched::target_dir_of_out_dir(out_dir), false)?;
     if env.target_cfg("target_os").as_deref() == Some("macos") {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Bumped whenever the build logic below changes what ends up in a prefix.
-const BUILD_LOGIC_VERSION: u32 = 4;
+const BUILD_LOGIC_VERSION: u32 = 5;
 
 /// Which MLX backend to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,6 +272,11 @@ struct Recipe {
 fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
     let workspace = patch::series_dir().parent().map(Path::to_path_buf).unwrap_or_default();
     let extra: Vec<(PathBuf, Option<&'static str>)> = variant.extra_patches.iter().map(|p| (workspace.join(p), None)).collect();
+    // The series directory itself, so that an added or removed patch counts.
+    opts.env.track_file(&opts.patches_dir);
+    for (p, _) in &extra {
+        opts.env.track_file(p);
+    }
     if let Some(base_name) = variant.base {
         let base = VARIANTS.iter().copied().find(|v| v.name == base_name).ok_or_else(|| Error::new(format!("variant {variant} is built on `{base_name}`, which is not a variant")))?;
         let mut r = recipe(base, opts)?;
@@ -280,6 +285,9 @@ fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
         return Ok(Recipe { name: variant.name.to_string(), patches: r.patches, base: Some((base, n)) });
     }
     let series = patch::fix_series(&opts.patches_dir)?;
+    for p in patch::series(&opts.patches_dir)? {
+        opts.env.track_file(&p);
+    }
     if variant.series_paths.is_none() && series.is_empty() {
         let msg = format!("{} holds no patch: the {variant} variant is the upstream tree", opts.patches_dir.display());
         if opts.env.is_build_script() {
@@ -335,14 +343,7 @@ fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Optio
         key.update(format!("patch {} only {only:?}\n", p.file_name().unwrap_or_default().to_string_lossy()));
         key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
     }
-    for a in args {
-        key.update(format!("arg {a}\n"));
-    }
-    let env = &opts.env;
-    key.update(format!("CC {:?}\nCXX {:?}\n", env.cc(), env.cxx()));
-    key.update(format!("c {}\nc++ {}\n", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())), tool_identity(&env.cxx_or_default())));
-    key.update(format!("cmake {}\n", tool_identity("cmake".as_ref())));
-    key.update(system::dependency_fingerprint(opts.backend));
+    key.update(format!("configure {}\n", configure_inputs(args, opts)));
     Ok(format!("{:x}", key.finalize()))
 }
 
@@ -365,6 +366,8 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     // GGUF support compiles gguflib in: from the pinned package, not git.
     let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
     args.push(format!("-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}", gguflib.display()));
+    // Where the system packages stand in for MLX's downloads.
+    args.extend(system::offline_dep_dirs(&opts.root, opts.backend)?);
     let key = cache_key(recipe, upstream, &args, opts)?;
 
     // One build per variant at a time: build scripts of several packages and
@@ -396,11 +399,9 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let started = std::time::Instant::now();
 
     materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream), &stamp_path)?;
-    let deps = system::offline_dep_dirs(&opts.root, opts.backend)?;
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
-    let mut configure = Command::new("cmake");
-    configure.arg("-S").arg(&src).arg("-B").arg(&build).args(&args).args(&deps);
-    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, what, "configure")?;
+    let inputs = configure_inputs(&args, opts);
+    configure(&src, &build, &args, &inputs, &log, &log_path, &format!("{label}: configuring"), opts.progress, what)?;
     build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), what)?;
     let mut install = Command::new("cmake");
     install.arg("--install").arg(&build);
@@ -483,6 +484,46 @@ pub(crate) fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, labe
     let tail: Vec<&str> = text.lines().rev().take(40).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     Err(Error::new(format!("{what}: the {step} step failed; full log: {}\n{}", log_path.display(), tail.join("\n"))))
+}
+
+/// Where a build directory keeps the hash of what its last configure was given.
+const CONFIGURE_INPUTS: &str = "fork-configure-inputs";
+
+/// What a configure step is made of, hashed: its arguments, the compilers
+/// (as the environment names them, and their versions), CMake's version and
+/// the system packages that stand in for MLX's downloads. The patches are
+/// not in it: ninja sees what they change from the sources' mtimes.
+pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
+    let mut key = Sha256::new();
+    for a in args {
+        key.update(format!("arg {a}\n"));
+    }
+    let env = &opts.env;
+    key.update(format!("CC {:?}\nCXX {:?}\n", env.cc(), env.cxx()));
+    key.update(format!("c {}\nc++ {}\n", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())), tool_identity(&env.cxx_or_default())));
+    key.update(format!("cmake {}\n", tool_identity("cmake".as_ref())));
+    key.update(system::dependency_fingerprint(opts.backend));
+    format!("{:x}", key.finalize())
+}
+
+/// Configures `build` from `src`. CMake reads `CC`/`CXX` only on a build
+/// directory's first configure and keeps every `-D` option of the earlier
+/// ones, so a directory last configured from other `inputs` is configured
+/// afresh (`--fresh`: a new cache, a full recompile); with the same inputs
+/// it is reconfigured in place and ninja recompiles only what changed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn configure(src: &Path, build: &Path, args: &[String], inputs: &str, log: &fs::File, log_path: &Path, label: &str, progress: Progress, what: &str) -> Result<(), Error> {
+    let stamp = build.join(CONFIGURE_INPUTS);
+    let same = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == inputs);
+    let _ = fs::remove_file(&stamp);
+    let mut cmd = Command::new("cmake");
+    if !same && build.join("CMakeCache.txt").exists() {
+        progress.say(&format!("{label}: its compilers, CMake options or system packages changed: configuring afresh"));
+        cmd.arg("--fresh");
+    }
+    cmd.arg("-S").arg(src).arg("-B").arg(build).args(args);
+    run_cmake(&mut cmd, log, log_path, label, progress, what, "configure")?;
+    fs::write(&stamp, inputs).map_err(io(format!("cannot write {}", stamp.display())))
 }
 
 /// Builds the library (target `mlx`), or everything including MLX's tests.
@@ -709,4 +750,47 @@ fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf,
     sync_tree(staging, src)?;
     let _ = fs::remove_dir_all(staging);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_entry(build: &Path, name: &str) -> Option<String> {
+        let text = fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).and_then(|r| r.split_once('=')).map(|(_, v)| v.to_string()))
+    }
+
+    /// A build directory configured once with an option and one compiler,
+    /// then with the option removed and another compiler: the cache must
+    /// hold the second configure's values, not the first's.
+    #[test]
+    fn a_changed_configure_starts_a_fresh_cache() {
+        let dir = std::env::temp_dir().join(format!("mlx-patched-configure-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (src, build) = (dir.join("src"), dir.join("build"));
+        fs::create_dir_all(&src).unwrap();
+        fs::write(src.join("CMakeLists.txt"), "cmake_minimum_required(VERSION 3.20)\nproject(t C)\n").unwrap();
+        // Another compiler: a wrapper of the system's, at another path.
+        let other = dir.join("other-cc");
+        fs::write(&other, "#!/bin/sh\nexec cc \"$@\"\n").unwrap();
+        fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let log_path = dir.join("log");
+        let log = fs::File::create(&log_path).unwrap();
+        let run = |cc: &Path, args: &[&str], inputs: &str| {
+            // This test binary reads CC nowhere else.
+            std::env::set_var("CC", cc);
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            configure(&src, &build, &args, inputs, &log, &log_path, "test", Progress::Quiet, "the test project").unwrap_or_else(|e| panic!("{e}"));
+        };
+        let cc = Path::new("/usr/bin/cc");
+        run(cc, &["-G", "Ninja", "-DFORK_TEST_OPTION=1"], "first");
+        assert_eq!(cache_entry(&build, "FORK_TEST_OPTION").as_deref(), Some("1"));
+        assert_eq!(cache_entry(&build, "CMAKE_C_COMPILER").as_deref(), Some("/usr/bin/cc"));
+        run(&other, &["-G", "Ninja"], "second");
+        std::env::remove_var("CC");
+        assert_eq!(cache_entry(&build, "FORK_TEST_OPTION"), None, "a removed -D option must not survive in the cache");
+        assert_eq!(cache_entry(&build, "CMAKE_C_COMPILER").as_deref(), Some(other.to_str().unwrap()), "the new compiler must be the cache's");
+        assert_eq!(fs::read_to_string(build.join(CONFIGURE_INPUTS)).unwrap(), "second");
+    }
 }

@@ -8,7 +8,10 @@
 
 use crate::Error;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static TRACKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Every variable a user may set, with what it does. The README's table
 /// lists exactly these (a test checks it).
@@ -47,6 +50,22 @@ impl Env {
 
     pub fn is_build_script(&self) -> bool {
         self.in_build_script
+    }
+
+    /// Tells Cargo to rerun the build script when `path` changes (a
+    /// directory: any file under it); does nothing outside a build script.
+    /// Every file the build reads goes through here, as every variable goes
+    /// through [`Env::read`], so no build script can forget one.
+    pub fn track_file(&self, path: &Path) {
+        if self.in_build_script {
+            println!("cargo:rerun-if-changed={}", path.display());
+            TRACKED.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+        }
+    }
+
+    /// Every path this process's build-script reads have told Cargo to watch.
+    pub fn tracked_files() -> Vec<PathBuf> {
+        TRACKED.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The one read of the environment. An empty value counts as unset.

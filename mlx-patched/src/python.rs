@@ -4,7 +4,7 @@
 //! included) comes from the same headers as the library it loads. Kept in
 //! `<variant>/python-<tag>/`, with a stamp like the variant's own.
 
-use crate::cmake::{run_cmake, Artifacts, Options};
+use crate::cmake::{configure, configure_inputs, run_cmake, Artifacts, Options};
 use crate::{io, lock_file, Error};
 use sha2::{Digest, Sha256};
 use std::fs;
@@ -71,9 +71,8 @@ pub fn build_bindings(mlx: &Artifacts, target: &PythonTarget, opts: &Options) ->
     ];
     let mut key = Sha256::new();
     key.update(format!("variant {}\npython {version}\n", mlx.build_key));
-    for a in &args {
-        key.update(format!("arg {a}\n"));
-    }
+    let inputs = configure_inputs(&args, opts);
+    key.update(format!("configure {inputs}\n"));
     key.update(fs::read(our_cmake_project().join("CMakeLists.txt")).map_err(io("cannot read python/CMakeLists.txt"))?);
     key.update(fs::read(target.nanobind_cmake_dir.join("nanobind-config-version.cmake")).unwrap_or_default());
     let key = format!("{:x}", key.finalize());
@@ -99,10 +98,8 @@ pub fn build_bindings(mlx: &Artifacts, target: &PythonTarget, opts: &Options) ->
     let log_path = dir.join("build.log");
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     opts.progress.say(&format!("{label}: building from {} against {} (log: {})", package_dir.parent().unwrap().join("src").display(), mlx.prefix.display(), log_path.display()));
-    let mut configure = Command::new("cmake");
-    configure.arg("-S").arg(our_cmake_project()).arg("-B").arg(&build).args(&args);
     let what = format!("the Python bindings of MLX {}", mlx.name);
-    run_cmake(&mut configure, &log, &log_path, &format!("{label}: configuring"), opts.progress, &what, "configure")?;
+    configure(&our_cmake_project(), &build, &args, &inputs, &log, &log_path, &format!("{label}: configuring"), opts.progress, &what)?;
     let mut compile = Command::new("cmake");
     compile.arg("--build").arg(&build).arg("--parallel").arg(opts.jobs.to_string());
     run_cmake(&mut compile, &log, &log_path, &format!("{label}: compiling"), opts.progress, &what, "build")?;

@@ -54,9 +54,10 @@ pub fn sources_manifest(what: &str) -> PathBuf {
 /// tree with the carrier's patches reversed, recovered under `root`.
 pub fn locate(env: &Env, root: &Path) -> Result<Upstream, Error> {
     if let Some(dir) = env.source_dir() {
+        env.track_file(&dir);
         return from_override(dir);
     }
-    let package = published_package(&env.cargo(), &sources_manifest("mlx"), pin::CARRIER_CRATE, pin::CARRIER_VERSION, true)?;
+    let package = pinned_package(env, "mlx", pin::CARRIER_CRATE, pin::CARRIER_VERSION)?;
     recover_upstream(&package, pin::CARRIER_VERSION, &root.join("upstream"), Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)))
 }
 
@@ -163,7 +164,7 @@ pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Opt
 /// it (the `mlx-sys` crate mlx-rs depends on), accepted only if it hashes to
 /// the pinned tree id. Read only: it is built out of tree.
 pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
-    let package = published_package(&env.cargo(), &sources_manifest("mlx-c"), pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION, true)?;
+    let package = pinned_package(env, "mlx-c", pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION)?;
     let dir = package.join(pin::MLXC_SUBDIR);
     if !dir.join("CMakeLists.txt").is_file() || !dir.join("mlx/c/mlx.h").is_file() {
         return Err(Error::new(format!("the package {} has no mlx-c tree at {}", package.display(), dir.display())));
@@ -186,10 +187,19 @@ pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
             pin::GGUFLIB_COMMIT
         )));
     }
-    let package = published_package(&env.cargo(), &sources_manifest("gguflib"), pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION, true)?;
+    let package = pinned_package(env, "gguflib", pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION)?;
     let dir = package.join(pin::GGUFLIB_SUBDIR);
     verify_tree(&dir, pin::GGUFLIB_TREE_ID, &format!("gguflib {} from {} {}", &pin::GGUFLIB_COMMIT[..12], pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION))?;
     Ok(dir)
+}
+
+/// The package pinned by `sources/<what>/`, its manifest and lock file
+/// tracked as build inputs.
+fn pinned_package(env: &Env, what: &str, name: &str, version: &str) -> Result<PathBuf, Error> {
+    let manifest = sources_manifest(what);
+    env.track_file(&manifest);
+    env.track_file(&manifest.with_file_name("Cargo.lock"));
+    published_package(&env.cargo(), &manifest, name, version, true)
 }
 
 /// Finds (and on first use downloads) a published package through `cargo

@@ -3,7 +3,7 @@
 //! reverse, a recovered tree that is not the pinned one, a patch that does
 //! not apply, a bad variable.
 
-use mlx_patched::{from_override, patch, recover_upstream, tree_id, verify_tree, Env, Options};
+use mlx_patched::{from_override, patch, recover_upstream, tree_id, verify_tree, Backend, Env, Options, Progress, VARIANTS};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -171,4 +171,41 @@ fn series_is_applied_in_file_name_order() {
     fs::write(dir.join("notes.txt"), "").unwrap();
     let names: Vec<String> = patch::series(&dir).unwrap().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["0001-a.patch", "0002-b.patch"]);
+}
+
+#[test]
+fn a_build_tells_cargo_about_every_file_it_reads() {
+    let dir = scratch("tracked");
+    let tree = dir.join("tree");
+    fake_mlx(&tree);
+    let series = dir.join("series");
+    fs::create_dir_all(&series).unwrap();
+    let fix = series.join("0001-fix.patch");
+    fs::write(&fix, "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n").unwrap();
+    let upstream = from_override(tree).unwrap();
+    let opts = Options {
+        root: dir.join("build"),
+        backend: Backend::for_host(false),
+        jobs: 1,
+        extra_cmake_args: Vec::new(),
+        patches_dir: series.clone(),
+        env: Env::build_script(),
+        tests: false,
+        progress: Progress::Quiet,
+        sanitizer: None,
+    };
+    // The fake tree is no MLX CMake project: each build stops before CMake,
+    // after it has read its inputs.
+    for v in VARIANTS {
+        assert!(mlx_patched::build_from(*v, &upstream, &opts).is_err());
+    }
+    let tracked = Env::tracked_files();
+    assert!(tracked.contains(&series), "the series directory (a patch added or removed): {tracked:?}");
+    assert!(tracked.contains(&fix), "each patch of the series: {tracked:?}");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for v in VARIANTS {
+        for p in v.extra_patches {
+            assert!(tracked.contains(&workspace.join(p)), "{v}'s own patch {p}: {tracked:?}");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! result from the generated `variants.rs` (see `src/lib.rs`), so a new
 //! variant needs no change here.
 
-use mlx_patched::{Env, Error, Expect, Options, VARIANTS};
+use mlx_patched::{Env, Error, Expectations, Options};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -18,11 +18,10 @@ fn main() -> Result<(), Error> {
     let mut opts = Options::from_env(env, &target_dir, env.cargo_feature("cuda"))?;
     opts.tests = true;
 
-    // Set by `cargo xtask rebase` when upstream no longer leaks: the suite
-    // then expects every variant, the control included, to be leak-free, and
-    // a rejected fix (written against the leaking upstream) is not built.
-    let upstream_fixed = env.upstream_fixed();
-    let variants: Vec<_> = VARIANTS.iter().copied().filter(|v| !(upstream_fixed && v.expect == Expect::Wrong)).collect();
+    // What each variant must show in this run (on an upstream that fixed
+    // the leak, `cargo xtask rebase` sets MLX_FORK_UPSTREAM_FIXED).
+    let expectations = Expectations::from_env(&env);
+    let variants = expectations.variants();
     let mut table = String::from("&[\n");
     // The probes and the headers they share.
     println!("cargo:rerun-if-changed=crates/probes/cpp");
@@ -34,10 +33,7 @@ fn main() -> Result<(), Error> {
             mlx_patched::compile_program(&mlx, &src, &exe, &env)?;
             write!(probes, "{probe}: {:?}, ", exe.display().to_string()).unwrap();
         }
-        let expect = match variant.expect {
-            Expect::Leaks if upstream_fixed => Expect::Fixed,
-            e => e,
-        };
+        let expect = expectations.verdict(variant);
         writeln!(
             table,
             "    Variant {{ name: {:?}, expect: Expect::{expect:?}, prefix: {:?}, mlx_tests: {:?}, {probes}}},",

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
-pub use mlx_patched::Expect;
+pub use mlx_patched::{Bound, Cell, Expect};
 
 /// One installed MLX variant and the probe programs built against it.
 #[derive(Debug)]
@@ -169,6 +169,49 @@ fn finish(variant: &'static Variant, exe: &str, args: &[&str], out: std::process
     ProbeRun { variant, records: parse_records(&stdout) }
 }
 
+/// How a child process ended, in words: `crashed (SIGSEGV)`, `exit status 1`.
+pub fn signal_or_code(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (_, Some(9)) => "killed (SIGKILL)".into(),
+        (_, Some(6)) => "aborted (SIGABRT)".into(),
+        (_, Some(11)) => "crashed (SIGSEGV)".into(),
+        (_, Some(7)) => "crashed (SIGBUS)".into(),
+        (_, Some(s)) => format!("killed by signal {s}"),
+        (Some(c), None) => format!("exit status {c}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// Whether a probe run is the failure a wrong fix must cause, and how:
+/// a crash (the process died of SIGSEGV, SIGBUS, SIGABRT, SIGILL or SIGFPE),
+/// or exit status 1 after the probe named a failed check (`FAILED ...`).
+/// Anything else is a broken check, not a rejection: the loader's 127 for a
+/// library it cannot find, a probe killed from outside, an exit that names
+/// nothing.
+pub fn rejection(status: std::process::ExitStatus, stdout: &str) -> Result<String, String> {
+    use std::os::unix::process::ExitStatusExt;
+    const CRASHES: [i32; 5] = [11, 7, 6, 4, 8];
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAILED")).collect();
+    let passed = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    match (status.signal(), status.code()) {
+        (Some(s), _) if CRASHES.contains(&s) => Ok(format!("{} after {passed} passing checks", signal_or_code(status))),
+        (None, Some(1)) if !failed.is_empty() => Ok(format!("failed {} after {passed} passing checks", failed.join("; "))),
+        _ => Err(format!("{}, {passed} checks passed, none named as failed: that is not a rejection", signal_or_code(status))),
+    }
+}
+
+/// Checks that the dynamic loader resolves every library `exe` needs
+/// (glibc's loader lists them and exits when `LD_TRACE_LOADED_OBJECTS` is set).
+pub fn assert_loads(exe: &str) {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let out = Command::new(exe).env("LD_TRACE_LOADED_OBJECTS", "1").output().unwrap_or_else(|e| panic!("run {exe}: {e}"));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && listed.contains("libmlx") && !listed.contains("not found"), "{exe} does not load ({}):\n{listed}", out.status);
+}
+
 /// One run of MLX's own doctest suite on a variant.
 #[derive(Debug)]
 pub struct SuiteRun {
@@ -209,22 +252,20 @@ pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
     SuiteRun { cases, finished: xml.contains("</testsuites>"), status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
 }
 
-/// Checks the leak expectation of every run: the control (`leak_free` false)
-/// must retain at least `control_min` bytes every cycle, every fixed variant
-/// exactly 0. `control_min` of 0 means the scenario must not leak anywhere.
-pub fn assert_leak_expectation(scenario: &str, runs: &[ProbeRun], control_min: i64) {
+/// Checks every cycle of every run against the bound its variant's verdict
+/// gives (the verdicts and the report's bounds live in `mlx_patched`'s
+/// expectations).
+pub fn assert_within(scenario: &str, runs: &[ProbeRun], bound: impl Fn(Expect) -> Bound) {
     for run in runs {
         let retained = run.retained();
-        if run.variant.leak_free() || control_min == 0 {
-            assert!(retained.iter().all(|&b| b == 0), "{scenario}: {} must retain 0 bytes per cycle, retained {retained:?}", run.variant.name);
-        } else {
-            assert!(
-                retained.iter().all(|&b| b >= control_min),
-                "{scenario}: the control {} must show the leak (>= {control_min} bytes every cycle), retained {retained:?}",
-                run.variant.name
-            );
-        }
+        let b = bound(run.variant.expect);
+        assert!(b.admits_all(&retained), "{scenario}: {} ({:?}) must retain {b} every cycle, retained {retained:?}", run.variant.name, run.variant.expect);
     }
+}
+
+/// A cell of the report's ablation, run at the report's sizes.
+pub fn assert_cell(cell: Cell, runs: &[ProbeRun]) {
+    assert_within(&cell.name(), runs, |verdict| cell.bound(verdict));
 }
 
 /// Whether every run computed the same output bits.
@@ -260,4 +301,27 @@ fn report_line(line: &str) {
     }
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open the report");
     f.write_all(line.as_bytes()).expect("write the report");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn exited(code: i32) -> std::process::ExitStatus {
+        std::process::ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn only_a_crash_or_a_named_failed_check_rejects_a_fix() {
+        let segv = std::process::ExitStatus::from_raw(11);
+        assert_eq!(rejection(segv, "").unwrap(), "crashed (SIGSEGV) after 0 passing checks");
+        assert!(rejection(exited(1), "ok split in 2\nFAILED split in 3\n").unwrap().contains("FAILED split in 3"));
+        // The loader's exit for a library it cannot find: a broken build.
+        assert!(rejection(exited(127), "").is_err());
+        assert!(rejection(exited(1), "ok split in 2\n").is_err());
+        assert!(rejection(exited(0), "ok split in 2\n").is_err());
+        // Killed from outside (the OOM killer, a timeout) is no crash of the fix.
+        assert!(rejection(std::process::ExitStatus::from_raw(9), "").is_err());
+    }
 }

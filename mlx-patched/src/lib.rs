@@ -21,6 +21,7 @@
 
 mod cmake;
 mod env;
+mod expectations;
 pub mod patch;
 pub mod pin;
 pub mod progress;
@@ -31,6 +32,7 @@ mod variant;
 
 pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
 pub use env::{Env, VARIABLES};
+pub use expectations::{Bound, Cell, Expectations};
 pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;
 pub use source::{

@@ -1,10 +1,21 @@
 """Runs MLX's Python test suite (a directory of unittest modules) and
-prints one JSON line per test: {"id", "outcome", "detail"}, where outcome is
-passed, failed, error, skipped, xfail or xpass, and detail the reason or the
-last line of the traceback. A test that fails is run once more, alone; if it
-passes then, its outcome is "flaky" (it is reported, not excluded).
+streams one JSON line per event, flushed as it happens, so that a crash of
+the interpreter still names the test that was running:
+
+    {"event": "start", "id": ...}                       a test begins
+    {"event": "result", "id", "outcome", "detail"}      it ended
+    {"event": "retry", "id", "outcome", "detail"}       a failed test, run once more alone
+    {"event": "repeat", "id", "runs", "failures", "detail"}
+
+outcome is passed, failed, error, skipped, xfail or xpass; detail is the
+reason or the last line of the traceback.
 
     python run_mlx_suite.py <tests dir>
+    python run_mlx_suite.py <tests dir> --repeat N <test id>...
+
+The second form runs each test up to N times, alone, and stops at its first
+failure: how the caller tells a test that is flaky on one build from one
+that is flaky on both.
 """
 
 import json
@@ -14,13 +25,34 @@ import traceback
 import unittest
 
 
-class Collect(unittest.TestResult):
-    def __init__(self):
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+class Stream(unittest.TestResult):
+    """Keeps each test's outcome and, with `announce`, prints the events."""
+
+    def __init__(self, announce):
         super().__init__()
+        self.announce = announce
         self.outcomes = {}
 
     def _put(self, test, outcome, detail=""):
+        # A failed subtest decides the test's outcome; a later pass does not undo it.
+        if self.outcomes.get(test.id(), ("passed",))[0] in ("failed", "error"):
+            return
         self.outcomes[test.id()] = (outcome, detail)
+
+    def startTest(self, test):
+        super().startTest(test)
+        if self.announce:
+            emit(event="start", id=test.id())
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if self.announce:
+            outcome, detail = self.outcomes.get(test.id(), ("error", "reported no outcome"))
+            emit(event="result", id=test.id(), outcome=outcome, detail=detail)
 
     def addSuccess(self, test):
         self._put(test, "passed")
@@ -51,31 +83,47 @@ def last_line(err):
     return lines[-1] if lines else ""
 
 
-def run(suite):
-    result = Collect()
+def run(suite, announce):
+    result = Stream(announce)
     suite.run(result)
-    # Tests that errored before running (import errors) arrive as errors of
-    # a placeholder test; module-level setUpClass failures likewise.
+    # Tests that errored before running (import errors, a failing
+    # setUpClass) arrive as errors of a placeholder that never started.
     for test, err in result.errors:
-        result.outcomes.setdefault(test.id(), ("error", err.strip().splitlines()[-1]))
+        if test.id() not in result.outcomes:
+            detail = err.strip().splitlines()[-1]
+            result.outcomes[test.id()] = ("error", detail)
+            if announce:
+                emit(event="result", id=test.id(), outcome="error", detail=detail)
     return result.outcomes
+
+
+def run_alone(test_id):
+    try:
+        return run(unittest.defaultTestLoader.loadTestsFromName(test_id), False).get(test_id, ("error", "did not run"))
+    except Exception as e:  # the test cannot even be loaded alone
+        return ("error", f"cannot load it alone: {e}")
 
 
 def main():
     tests_dir = os.path.abspath(sys.argv[1])
     os.chdir(tests_dir)
     sys.path.insert(0, tests_dir)
-    suite = unittest.defaultTestLoader.discover(tests_dir)
-    outcomes = run(suite)
-    for test_id, (outcome, detail) in sorted(outcomes.items()):
+    if len(sys.argv) > 3 and sys.argv[2] == "--repeat":
+        times = int(sys.argv[3])
+        for test_id in sys.argv[4:]:
+            runs, failures, detail = 0, 0, ""
+            while runs < times and failures == 0:
+                outcome, why = run_alone(test_id)
+                runs += 1
+                if outcome not in ("passed", "skipped"):
+                    failures, detail = 1, why
+            emit(event="repeat", id=test_id, runs=runs, failures=failures, detail=detail)
+        return
+    outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
+    for test_id, (outcome, _) in sorted(outcomes.items()):
         if outcome in ("failed", "error"):
-            try:
-                again = run(unittest.defaultTestLoader.loadTestsFromName(test_id))
-            except Exception:  # the test cannot even be loaded alone
-                again = {}
-            if again.get(test_id, ("",))[0] == "passed":
-                outcome, detail = "flaky", f"failed once ({detail}), passed when run again"
-        print(json.dumps({"id": test_id, "outcome": outcome, "detail": detail}), flush=True)
+            again, detail = run_alone(test_id)
+            emit(event="retry", id=test_id, outcome=again, detail=detail)
 
 
 if __name__ == "__main__":

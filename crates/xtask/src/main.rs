@@ -10,7 +10,7 @@ mod rebase;
 mod sanitize;
 mod upstream;
 
-use mlx_patched::{Env, Expect, Options, Progress, Variant, VARIANTS};
+use mlx_patched::{Env, Expectations, Options, Progress, Variant};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
@@ -119,12 +119,15 @@ fn options() -> Result<Options> {
     Ok(opts)
 }
 
-/// The variants this run builds: all of them, but no rejected fix when
-/// upstream itself is fixed (`MLX_FORK_UPSTREAM_FIXED`, as the suite's
-/// build script decides).
+/// What each variant must show in this run (`MLX_FORK_UPSTREAM_FIXED`
+/// included), as the suite's build script reads it.
+fn expectations() -> Expectations {
+    Expectations::from_env(&Env::process())
+}
+
+/// The variants this run builds and checks.
 fn variants_to_build() -> Vec<Variant> {
-    let fixed = Env::process().upstream_fixed();
-    VARIANTS.iter().copied().filter(|v| !(fixed && v.expect == Expect::Wrong)).collect()
+    expectations().variants()
 }
 
 fn run(cmd: &mut Command) -> Result<()> {

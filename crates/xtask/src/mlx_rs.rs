@@ -11,12 +11,10 @@
 //!     package: nothing that passes on pristine may fail on patched.
 
 use crate::{cargo, target_dir, workspace_root, Result};
-use mlx_patched::{Artifacts, Env, Variant};
+use mlx_patched::{Artifacts, Cell, Env, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const MIB: i64 = 1 << 20;
 
 /// The patched prefix, built if needed.
 fn prefix_of(variant: Variant) -> Result<Artifacts> {
@@ -114,36 +112,29 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     Ok(target.join("debug/mlx-rs-leak-scenario"))
 }
 
-/// The report's sizes; the other cells, 3 cycles each.
-const CELLS: &[(&str, &[&str])] = &[
-    ("split / weights evaluated / compiled", &["--cycles", "10"]),
-    ("two slices / weights evaluated / compiled", &["--cycles", "3", "--slices"]),
-    ("split / weights not evaluated / compiled", &["--cycles", "3", "--no-eval-outside"]),
-];
+/// The report's cell over 10 cycles, the others over 3 (all at the
+/// report's sizes).
+const CELLS: &[(Cell, &str)] = &[(Cell::REPORT, "10"), (Cell::SLICES, "3"), (Cell::NOT_EVALUATED, "3")];
 
 /// The proof: returns (checks passed, failures).
 fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let mut failures = Vec::new();
     let mut passed = 0;
-    let mut runs: BTreeMap<(&str, &str), Run> = BTreeMap::new();
+    let mut runs: BTreeMap<(&str, String), Run> = BTreeMap::new();
+    let expectations = crate::expectations();
     for (variant, mlx) in variants {
         let exe = build_proof(*variant, mlx)?;
-        for (cell, args) in CELLS {
-            let run = run_proof(&exe, args, &[])?;
+        for (c, cycles) in CELLS {
+            let cell = c.name();
+            let args: Vec<&str> = ["--cycles", cycles].into_iter().chain(c.flags()).collect();
+            let run = run_proof(&exe, &args, &[])?;
             let mean = run.retained.iter().sum::<i64>() / run.retained.len().max(1) as i64;
             println!("mlx-rs, {}: {cell}: {} bytes per cycle (mean), {:?}", variant.name, mean, run.retained);
-            let ok = match (variant.expect, *cell == CELLS[0].0, cell.contains("not evaluated")) {
-                (mlx_patched::Expect::Fixed, _, _) => run.retained.iter().all(|&b| b == 0),
-                // The control: the whole 24 MiB weight set, every cycle.
-                (_, true, _) => run.retained.iter().all(|&b| (24 * MIB..25 * MIB).contains(&b)),
-                // Weights sampled inside the compiled graph: only the PRNG keys leak.
-                (_, _, true) => run.retained.iter().all(|&b| (0..1024).contains(&b)),
-                _ => run.retained.iter().all(|&b| b == 0),
-            };
-            if ok {
+            let bound = c.bound(expectations.verdict(variant));
+            if bound.admits_all(&run.retained) {
                 passed += 1;
             } else {
-                failures.push(format!("mlx-rs {} {cell}: retained {:?}", variant.name, run.retained));
+                failures.push(format!("mlx-rs {} {cell}: retained {:?}, expected {bound} every cycle", variant.name, run.retained));
             }
             runs.insert((variant.name, cell), run);
         }
@@ -158,8 +149,9 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
     }
     // Bit-identical outputs across variants (every cell), and with the
     // C++ probe for the report's cell.
-    for (cell, _) in CELLS {
-        let digests: Vec<&String> = variants.iter().filter_map(|(v, _)| runs.get(&(v.name, *cell))).flat_map(|r| &r.digests).collect();
+    for (c, _) in CELLS {
+        let cell = c.name();
+        let digests: Vec<&String> = variants.iter().filter_map(|(v, _)| runs.get(&(v.name, cell.clone()))).flat_map(|r| &r.digests).collect();
         let same = digests.windows(2).all(|w| w[0] == w[1]);
         if same {
             passed += 1;
@@ -168,7 +160,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
         }
         let cells: Vec<String> = variants
             .iter()
-            .filter_map(|(v, _)| runs.get(&(v.name, *cell)).map(|r| format!("{}={}", v.name, r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64)))
+            .filter_map(|(v, _)| runs.get(&(v.name, cell.clone())).map(|r| format!("{}={}", v.name, r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64)))
             .collect();
         rows.push(format!("mlx-rs 0.33: {cell}\t{}\tbit-identical={}", cells.join("\t"), if same { "yes" } else { "no" }));
     }
@@ -176,7 +168,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
     let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
     let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
     let cpp = cpp.map(|r| r.digests).unwrap_or_default();
-    let rust = runs.get(&(patched.name, CELLS[0].0)).map(|r| r.digests.clone()).unwrap_or_default();
+    let rust = runs.get(&(patched.name, Cell::REPORT.name())).map(|r| r.digests.clone()).unwrap_or_default();
     if !cpp.is_empty() && rust.first() == cpp.first() {
         println!("mlx-rs and the C++ API computed the same bits: {}", cpp[0]);
         passed += 1;

@@ -1,0 +1,228 @@
+//! What each variant must show: the one home of the verdicts and of the
+//! leak bounds of the report's ablation cells. The suite's build script and
+//! tests, the Python check, the mlx-rs check and `cargo xtask test` read them
+//! from here, so a rebase onto an upstream that fixed the leak changes what
+//! every one of them expects at once ([`Expectations::from_env`]).
+
+use crate::{Env, Expect, Variant, VARIANTS};
+use std::fmt;
+
+const MIB: i64 = 1 << 20;
+
+/// The expectations of one run: the variants' own verdicts, or, on an
+/// upstream that fixed the leak itself (`MLX_FORK_UPSTREAM_FIXED`), the
+/// control expected leak-free too and no rejected fix built (the rejected
+/// fixes are written against the leaking upstream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expectations {
+    upstream_fixed: bool,
+}
+
+impl Expectations {
+    /// The expectations this process runs under.
+    pub fn from_env(env: &Env) -> Self {
+        Expectations { upstream_fixed: env.upstream_fixed() }
+    }
+
+    /// Upstream as pinned (`false`) or an upstream that fixed the leak.
+    pub fn new(upstream_fixed: bool) -> Self {
+        Expectations { upstream_fixed }
+    }
+
+    pub fn upstream_fixed(&self) -> bool {
+        self.upstream_fixed
+    }
+
+    /// The variants to build and check, in [`VARIANTS`] order.
+    pub fn variants(&self) -> Vec<Variant> {
+        VARIANTS.iter().copied().filter(|v| !(self.upstream_fixed && v.expect == Expect::Wrong)).collect()
+    }
+
+    /// The verdict to confirm on `variant`.
+    pub fn verdict(&self, variant: &Variant) -> Expect {
+        match variant.expect {
+            Expect::Leaks if self.upstream_fixed => Expect::Fixed,
+            e => e,
+        }
+    }
+
+    /// The verdict of the variant called `name` (an error for a name that
+    /// is not a variant of this run).
+    pub fn verdict_of(&self, name: &str) -> Option<Expect> {
+        self.variants().iter().find(|v| v.name == name).map(|v| self.verdict(v))
+    }
+}
+
+/// Bytes a scenario may retain per cycle: at least `lo`, less than `hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl Bound {
+    /// Nothing retained: what every fixed variant must show everywhere.
+    pub const ZERO: Bound = Bound { lo: 0, hi: 1 };
+
+    pub const fn between(lo: i64, hi: i64) -> Bound {
+        Bound { lo, hi }
+    }
+
+    pub const fn at_least(lo: i64) -> Bound {
+        Bound { lo, hi: i64::MAX }
+    }
+
+    pub fn admits(&self, bytes: i64) -> bool {
+        (self.lo..self.hi).contains(&bytes)
+    }
+
+    /// Whether every cycle is within the bound (and there is a cycle).
+    pub fn admits_all(&self, cycles: &[i64]) -> bool {
+        !cycles.is_empty() && cycles.iter().all(|&b| self.admits(b))
+    }
+
+    /// Whether a figure printed as whole MiB rounded down (as the report's
+    /// script prints it) can be within the bound.
+    pub fn admits_mib(&self, mib: i64) -> bool {
+        mib >= 0 && mib.saturating_mul(MIB) < self.hi && mib.saturating_add(1).saturating_mul(MIB) > self.lo
+    }
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |b: i64| if b != 0 && b % MIB == 0 { format!("{} MiB", b / MIB) } else { format!("{b} B") };
+        match (self.lo, self.hi) {
+            (0, 1) => f.write_str("0 bytes"),
+            (lo, i64::MAX) => write!(f, "at least {}", show(lo)),
+            (lo, hi) => write!(f, "{} to under {}", show(lo), show(hi)),
+        }
+    }
+}
+
+/// A cell of the report's ablation: its three ingredients, each on or off.
+/// Every program that runs the report's scenario (the C++ probe, the Rust
+/// API, `tests/python/ablation.py`, `tests/mlx-rs`) takes the same flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cell {
+    pub split: bool,
+    pub eval_outside: bool,
+    pub compile: bool,
+}
+
+impl Cell {
+    /// The report's scenario: all three ingredients.
+    pub const REPORT: Cell = Cell { split: true, eval_outside: true, compile: true };
+    /// Two single-output slices instead of the split.
+    pub const SLICES: Cell = Cell { split: false, ..Cell::REPORT };
+    /// The weights sampled inside the compiled function, never evaluated outside.
+    pub const NOT_EVALUATED: Cell = Cell { eval_outside: false, ..Cell::REPORT };
+    /// No compile.
+    pub const EAGER: Cell = Cell { compile: false, ..Cell::REPORT };
+
+    /// All eight cells, the report's first.
+    pub fn all() -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for split in [true, false] {
+            for eval_outside in [true, false] {
+                for compile in [true, false] {
+                    cells.push(Cell { split, eval_outside, compile });
+                }
+            }
+        }
+        cells
+    }
+
+    /// The row name the summary table and every check print.
+    pub fn name(&self) -> String {
+        format!(
+            "{} / {} / {}",
+            if self.split { "split" } else { "two slices" },
+            if self.eval_outside { "weights evaluated" } else { "weights not evaluated" },
+            if self.compile { "compiled" } else { "eager" }
+        )
+    }
+
+    /// The flags that select this cell.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut flags = Vec::new();
+        flags.extend((!self.split).then_some("--slices"));
+        flags.extend((!self.eval_outside).then_some("--no-eval-outside"));
+        flags.extend((!self.compile).then_some("--no-compile"));
+        flags
+    }
+
+    /// What a variant with `verdict` may retain per cycle in this cell, at
+    /// the report's sizes (24 blocks of 512x512 f32, batch 8: the default of
+    /// every program above).
+    pub fn bound(&self, verdict: Expect) -> Bound {
+        match verdict {
+            Expect::Fixed => Bound::ZERO,
+            // A wrong fix is rejected where it behaves as the control does.
+            Expect::Leaks | Expect::Wrong => self.leaking_upstream(),
+        }
+    }
+
+    /// The leaking upstream, measured: the whole 24 MiB weight set in the
+    /// report's cell, every cycle; with the weights sampled inside the
+    /// compiled graph only the PRNG keys they come from (evaluated outside:
+    /// 672 B), bounded at 1 KiB; nothing in the other cells.
+    fn leaking_upstream(&self) -> Bound {
+        match (self.split, self.eval_outside, self.compile) {
+            (true, true, true) => Bound::between(24 * MIB, 25 * MIB),
+            (true, false, true) => Bound::between(0, 1025),
+            _ => Bound::ZERO,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pinned_upstream_leaks_in_the_report_cell_only() {
+        let e = Expectations::new(false);
+        let names: Vec<&str> = e.variants().iter().map(|v| v.name).collect();
+        assert_eq!(names, VARIANTS.iter().map(|v| v.name).collect::<Vec<_>>());
+        assert_eq!(e.verdict(&Variant::PRISTINE), Expect::Leaks);
+        assert_eq!(e.verdict(&Variant::PATCHED), Expect::Fixed);
+        assert_eq!(e.verdict(&Variant::SUGGESTED), Expect::Wrong);
+        let report = Cell::REPORT.bound(Expect::Leaks);
+        assert!(report.admits_all(&[24 * MIB, 24 * MIB]) && !report.admits(0) && !report.admits(25 * MIB));
+        assert!(report.admits_mib(24) && !report.admits_mib(0) && !report.admits_mib(25));
+        assert!(Cell::NOT_EVALUATED.bound(Expect::Leaks).admits(672));
+        for cell in Cell::all() {
+            assert_eq!(cell.bound(Expect::Fixed), Bound::ZERO, "{}", cell.name());
+        }
+        assert_eq!(Cell::all()[0], Cell::REPORT);
+        assert_eq!(Cell::all().len(), 8);
+    }
+
+    /// `MLX_FORK_UPSTREAM_FIXED`: what a rebase onto an upstream that fixed
+    /// the leak runs every check with.
+    #[test]
+    fn a_fixed_upstream_expects_no_leak_anywhere_and_builds_no_rejected_fix() {
+        let e = Expectations::new(true);
+        assert!(e.variants().iter().all(|v| v.expect != Expect::Wrong));
+        assert!(e.variants().iter().any(|v| v.name == "pristine"));
+        for v in e.variants() {
+            assert_eq!(e.verdict(&v), Expect::Fixed, "{v}");
+            for cell in Cell::all() {
+                let bound = cell.bound(e.verdict(&v));
+                assert!(bound.admits_all(&[0, 0]) && !bound.admits(1), "{v}: {}", cell.name());
+                assert!(bound.admits_mib(0) && !bound.admits_mib(24));
+            }
+        }
+        assert_eq!(e.verdict_of("suggested"), None);
+        assert_eq!(e.verdict_of("pristine"), Some(Expect::Fixed));
+    }
+
+    #[test]
+    fn flags_and_names_tell_the_cells_apart() {
+        assert!(Cell::REPORT.flags().is_empty());
+        assert_eq!(Cell::SLICES.flags(), ["--slices"]);
+        assert_eq!(Cell::NOT_EVALUATED.name(), "split / weights not evaluated / compiled");
+        assert_eq!(Cell::EAGER.flags(), ["--no-compile"]);
+        assert_eq!(format!("{}", Cell::REPORT.bound(Expect::Leaks)), "24 MiB to under 25 MiB");
+    }
+}

@@ -13,24 +13,62 @@ use std::sync::Mutex;
 
 static TRACKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Every variable a user may set, with what it does. The README's table
-/// lists exactly these (a test checks it).
-pub const VARIABLES: &[(&str, &str)] = &[
-    ("MLX_SOURCE_DIR", "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it"),
-    ("MLX_PATCHED_SERIES_DIR", "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)"),
-    ("MLX_PATCHED_BUILD_DIR", "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)"),
-    ("MLX_PATCHED_JOBS", "parallel compile jobs for MLX (default: all cores); must be a positive number"),
-    ("MLX_PATCHED_CMAKE_ARGS", "extra CMake arguments, space separated (part of the cache key)"),
-    ("MLX_PATCHED_SANITIZER", "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it"),
-    ("MLX_SYS_PREFIX", "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`"),
-    ("MLX_FORK_UPSTREAM_FIXED", "the suite expects every variant, the control too, to be leak-free, and builds no rejected fix (`cargo xtask rebase` sets it for an upstream that fixed the leak)"),
-    ("MLX_FORK_REPORT_FILE", "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)"),
-    ("CC", "C compiler CMake uses for MLX (part of the cache key)"),
-    ("CXX", "C++ compiler CMake uses for MLX and the probe programs are built with (default `c++`; part of the cache key)"),
-    ("CARGO", "the cargo that runs `cargo metadata` to fetch the source packages"),
-    ("PYTHON", "the Python whose pip fetches the official wheels for `cargo xtask provenance` (default `python3`)"),
-    ("CARGO_TARGET_DIR", "Cargo's target directory, which holds the default build directory"),
-];
+/// A variable a user may set: its name and what it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub name: &'static str,
+    pub doc: &'static str,
+}
+
+/// Declares each variable once, as the constant [`Env::read`] takes and as
+/// an entry of [`VARIABLES`]: a variable the code can read is a variable
+/// `docs/variables.md` lists (a test checks that file against this table).
+macro_rules! variables {
+    ($($id:ident: $doc:literal,)*) => {
+        $(#[doc = $doc] #[allow(non_upper_case_globals)] const $id: Variable = Variable { name: stringify!($id), doc: $doc };)*
+        /// Every variable a user may set, in the order the docs list them.
+        pub const VARIABLES: &[Variable] = &[$($id),*];
+    };
+}
+
+variables! {
+    MLX_SOURCE_DIR: "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it",
+    MLX_PATCHED_SERIES_DIR: "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)",
+    MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)",
+    MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: all cores); must be a positive number",
+    MLX_PATCHED_CMAKE_ARGS: "extra CMake arguments, space separated (part of the cache key; a change configures the build afresh)",
+    MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",
+    MLX_SYS_PREFIX: "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`",
+    MLX_FORK_UPSTREAM_FIXED: "every check expects every variant, the control too, to be leak-free, and no rejected fix is built (`cargo xtask rebase` sets it for an upstream that fixed the leak)",
+    MLX_FORK_REPORT_FILE: "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)",
+    CC: "C compiler CMake uses for MLX (part of the cache key; a change configures the build afresh)",
+    CXX: "C++ compiler CMake uses for MLX and the probe programs are built with (default `c++`; part of the cache key; a change configures the build afresh)",
+    CARGO: "the cargo that runs `cargo metadata` to fetch the source packages",
+    PYTHON: "the Python whose pip fetches the official wheels and builds the virtual environments (default `python3`)",
+    CARGO_TARGET_DIR: "Cargo's target directory, which holds the default build directory",
+}
+
+/// Where the page of [`variables_markdown`] lives, relative to the workspace.
+pub const VARIABLES_PAGE: &str = "docs/variables.md";
+
+/// The page that lists [`VARIABLES`] (`docs/variables.md`), rendered from
+/// the table so that it cannot drift; `cargo xtask docs` writes it.
+pub fn variables_markdown() -> String {
+    let mut text = String::from(
+        "# Environment variables\n\n\
+         Generated from `mlx-patched/src/env.rs` by `cargo xtask docs`; a test checks that it is current.\n\
+         Every variable is read through one function, and in a build script every read is a rerun trigger.\n\
+         Cargo's own build-script variables (`OUT_DIR`, `CARGO_CFG_*`, `CARGO_FEATURE_*`, `DEP_*`) are read too.\n\n\
+         | variable | effect |\n|---|---|\n",
+    );
+    for v in VARIABLES {
+        text += &format!("| `{}` | {} |\n", v.name, v.doc);
+    }
+    text
+}
+
+/// The prefixes of the variables Cargo sets for build scripts.
+const CARGO_SET: &[&str] = &["OUT_DIR", "CARGO_CFG_", "CARGO_FEATURE_", "DEP_"];
 
 #[derive(Clone, Copy, Debug)]
 pub struct Env {
@@ -69,40 +107,50 @@ impl Env {
     }
 
     /// The one read of the environment. An empty value counts as unset.
-    fn read(&self, name: &str) -> Option<OsString> {
+    fn read(&self, var: Variable) -> Option<OsString> {
+        self.read_name(var.name)
+    }
+
+    /// A variable Cargo sets for build scripts (see [`CARGO_SET`]).
+    fn read_cargo(&self, name: &str) -> Option<OsString> {
+        assert!(CARGO_SET.iter().any(|p| name.starts_with(p)), "{name} is not set by Cargo: declare it in `variables!`");
+        self.read_name(name)
+    }
+
+    fn read_name(&self, name: &str) -> Option<OsString> {
         if self.in_build_script {
             println!("cargo:rerun-if-env-changed={name}");
         }
         std::env::var_os(name).filter(|v| !v.is_empty())
     }
 
-    fn read_string(&self, name: &str) -> Result<Option<String>, Error> {
-        self.read(name)
-            .map(|v| v.into_string().map_err(|v| Error::new(format!("{name} is not valid UTF-8: {v:?}"))))
+    fn read_string(&self, var: Variable) -> Result<Option<String>, Error> {
+        self.read(var)
+            .map(|v| v.into_string().map_err(|v| Error::new(format!("{} is not valid UTF-8: {v:?}", var.name))))
             .transpose()
     }
 
     /// `MLX_SOURCE_DIR`: an upstream MLX checkout to build instead of the
     /// pinned tree.
     pub fn source_dir(&self) -> Option<PathBuf> {
-        self.read("MLX_SOURCE_DIR").map(PathBuf::from)
+        self.read(MLX_SOURCE_DIR).map(PathBuf::from)
     }
 
     /// `MLX_PATCHED_SERIES_DIR`: a patch series to apply instead of `patches/`.
     pub fn series_dir(&self) -> Option<PathBuf> {
-        self.read("MLX_PATCHED_SERIES_DIR").map(PathBuf::from)
+        self.read(MLX_PATCHED_SERIES_DIR).map(PathBuf::from)
     }
 
     /// `MLX_PATCHED_BUILD_DIR`: where the upstream tree is recovered and the
     /// variants are built and installed.
     pub fn build_dir(&self) -> Option<PathBuf> {
-        self.read("MLX_PATCHED_BUILD_DIR").map(PathBuf::from)
+        self.read(MLX_PATCHED_BUILD_DIR).map(PathBuf::from)
     }
 
     /// `MLX_PATCHED_JOBS`: parallel compile jobs. Anything but a positive
     /// number is an error, not a silent default.
     pub fn jobs(&self) -> Result<Option<usize>, Error> {
-        match self.read_string("MLX_PATCHED_JOBS")? {
+        match self.read_string(MLX_PATCHED_JOBS)? {
             None => Ok(None),
             Some(s) => match s.trim().parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Some(n)),
@@ -113,41 +161,41 @@ impl Env {
 
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
     pub fn cmake_args(&self) -> Result<Vec<String>, Error> {
-        Ok(self.read_string("MLX_PATCHED_CMAKE_ARGS")?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
+        Ok(self.read_string(MLX_PATCHED_CMAKE_ARGS)?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
     }
 
     /// `MLX_PATCHED_SANITIZER`: `address` or `thread` selects the sanitizer
     /// builds of the variants. Anything else is an error.
     pub fn sanitizer(&self) -> Result<Option<crate::Sanitizer>, Error> {
-        self.read_string("MLX_PATCHED_SANITIZER")?.map(|s| crate::Sanitizer::parse(s.trim())).transpose()
+        self.read_string(MLX_PATCHED_SANITIZER)?.map(|s| crate::Sanitizer::parse(s.trim())).transpose()
     }
 
     /// `MLX_SYS_PREFIX`: an MLX install prefix for `crates/mlx-sys` to link
     /// instead of the patched variant (`include/`, `lib/`,
     /// `share/cmake/MLX`, as `cargo xtask prefix` prints).
     pub fn mlx_sys_prefix(&self) -> Option<PathBuf> {
-        self.read("MLX_SYS_PREFIX").map(PathBuf::from)
+        self.read(MLX_SYS_PREFIX).map(PathBuf::from)
     }
 
     /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks.
     pub fn upstream_fixed(&self) -> bool {
-        self.read("MLX_FORK_UPSTREAM_FIXED").is_some()
+        self.read(MLX_FORK_UPSTREAM_FIXED).is_some()
     }
 
     /// `MLX_FORK_REPORT_FILE`: the summary table of the current `cargo xtask
     /// test` run. Unset, tests write no rows, so no table can go stale.
     pub fn report_file(&self) -> Option<PathBuf> {
-        self.read("MLX_FORK_REPORT_FILE").map(PathBuf::from)
+        self.read(MLX_FORK_REPORT_FILE).map(PathBuf::from)
     }
 
     /// `CC`, as CMake will see it (None: CMake's own choice, `cc`).
     pub fn cc(&self) -> Option<OsString> {
-        self.read("CC")
+        self.read(CC)
     }
 
     /// `CXX`, as CMake will see it (None: CMake's own choice, `c++`).
     pub fn cxx(&self) -> Option<OsString> {
-        self.read("CXX")
+        self.read(CXX)
     }
 
     /// The C++ compiler for programs linked against a prefix: `CXX` or `c++`.
@@ -157,39 +205,39 @@ impl Env {
 
     /// `CARGO`: the cargo that runs `cargo metadata` (default `cargo`).
     pub fn cargo(&self) -> OsString {
-        self.read("CARGO").unwrap_or_else(|| "cargo".into())
+        self.read(CARGO).unwrap_or_else(|| "cargo".into())
     }
 
     /// `PYTHON`: the interpreter whose pip fetches wheels (default `python3`).
     pub fn python(&self) -> OsString {
-        self.read("PYTHON").unwrap_or_else(|| "python3".into())
+        self.read(PYTHON).unwrap_or_else(|| "python3".into())
     }
 
     /// `CARGO_TARGET_DIR`: Cargo's target directory when set.
     pub fn cargo_target_dir(&self) -> Option<PathBuf> {
-        self.read("CARGO_TARGET_DIR").map(PathBuf::from)
+        self.read(CARGO_TARGET_DIR).map(PathBuf::from)
     }
 
     /// `OUT_DIR`, which Cargo sets for build scripts.
     pub fn out_dir(&self) -> Result<PathBuf, Error> {
-        self.read("OUT_DIR").map(PathBuf::from).ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
+        self.read_cargo("OUT_DIR").map(PathBuf::from).ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
     }
 
     /// `CARGO_CFG_<KEY>`: a cfg value of the target being built (`target_arch`,
     /// `target_os`, ...), which may differ from the build script's own host.
     pub fn target_cfg(&self, key: &str) -> Option<String> {
-        self.read(&format!("CARGO_CFG_{}", key.to_uppercase())).and_then(|v| v.into_string().ok())
+        self.read_cargo(&format!("CARGO_CFG_{}", key.to_uppercase())).and_then(|v| v.into_string().ok())
     }
 
     /// `CARGO_FEATURE_<NAME>`: whether the package being built has the feature.
     pub fn cargo_feature(&self, name: &str) -> bool {
-        self.read(&format!("CARGO_FEATURE_{}", name.to_uppercase().replace('-', "_"))).is_some()
+        self.read_cargo(&format!("CARGO_FEATURE_{}", name.to_uppercase().replace('-', "_"))).is_some()
     }
 
     /// `DEP_<LINKS>_<KEY>`: metadata a dependency's build script printed
     /// (`cargo:<key>=...`), e.g. the library directory of the linked variant.
     pub fn dependency_metadata(&self, links: &str, key: &str) -> Option<String> {
         let name = format!("DEP_{}_{}", links.to_uppercase().replace('-', "_"), key.to_uppercase());
-        self.read(&name).and_then(|v| v.into_string().ok())
+        self.read_cargo(&name).and_then(|v| v.into_string().ok())
     }
 }

@@ -31,7 +31,7 @@ mod system;
 mod variant;
 
 pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
-pub use env::{Env, VARIABLES};
+pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{Bound, Cell, Expectations};
 pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;

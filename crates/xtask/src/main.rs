@@ -46,6 +46,7 @@ usage: cargo xtask <command>
                               build every variant with sanitizers and the live-descriptor census,
                               run MLX's suite, the probes and the Rust API tests on each and
                               print the reports by kind (long: not part of `test`)
+  docs                        write the pages generated from the code (docs/variables.md)
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it
 ";
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
         Some("sanitize") => sanitize::run(rest),
+        Some("docs") => docs(rest),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");
             Ok(())
@@ -153,6 +155,17 @@ fn mlx_rs_check(args: &[String]) -> Result<()> {
     if failed > 0 {
         return Err(format!("{failed} mlx-rs checks failed"));
     }
+    Ok(())
+}
+
+/// Writes the pages rendered from the code's own tables.
+fn docs(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask docs".into());
+    }
+    let path = workspace_root().join(mlx_patched::VARIABLES_PAGE);
+    std::fs::write(&path, mlx_patched::variables_markdown()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!("{}", path.display());
     Ok(())
 }
 

@@ -4,12 +4,8 @@
 //! result from the generated `variants.rs` (see `src/lib.rs`), so a new
 //! variant needs no change here.
 
-use mlx_patched::{Env, Error, Expectations, Options};
+use mlx_patched::{probes, Env, Error, Expectations, Options};
 use std::fmt::Write;
-use std::path::Path;
-
-/// One probe program per file in `crates/probes/cpp/`, built per variant.
-const CPP_PROBES: &[&str] = &["leak_scenario", "held_output", "graph_bench", "multi_output_ops", "transformer"];
 
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
@@ -24,14 +20,13 @@ fn main() -> Result<(), Error> {
     let variants = expectations.variants();
     let mut table = String::from("&[\n");
     // The probes and the headers they share.
-    println!("cargo:rerun-if-changed=crates/probes/cpp");
+    env.track_file(&probes::sources_dir());
     for (variant, mlx) in variants.iter().zip(mlx_patched::build_all(&variants, &opts)?) {
-        let mut probes = String::new();
-        for probe in CPP_PROBES {
-            let src = Path::new("crates/probes/cpp").join(format!("{probe}.cpp"));
-            let exe = out_dir.join(format!("{probe}-{}", mlx.name));
-            mlx_patched::compile_program(&mlx, &src, &exe, &env)?;
-            write!(probes, "{probe}: {:?}, ", exe.display().to_string()).unwrap();
+        let mut built = String::new();
+        for probe in probes::CPP_PROBES {
+            let exe = out_dir.join(format!("{}-{}", probe.name, mlx.name));
+            mlx_patched::compile_program(&mlx, &probes::source(probe.name), &exe, &env)?;
+            write!(built, "{}: {:?}, ", probe.name, exe.display().to_string()).unwrap();
         }
         let expect = expectations.verdict(variant);
         writeln!(
@@ -39,7 +34,8 @@ fn main() -> Result<(), Error> {
             "    Variant {{ name: {:?}, expect: Expect::{expect:?}, prefix: {:?}, mlx_tests: {:?}, {probes}}},",
             mlx.name,
             mlx.prefix.display().to_string(),
-            mlx.mlx_tests.display().to_string()
+            mlx.mlx_tests.display().to_string(),
+            probes = built
         )
         .unwrap();
     }

@@ -68,37 +68,7 @@ pub fn linked() -> &'static Variant {
 
 pub const MIB: i64 = 1024 * 1024;
 
-/// A line of probe output: `<kind> <value> <key> <value> ...`, read as
-/// key/value pairs whose first key is the kind of record.
-#[derive(Clone, Debug)]
-pub struct Record {
-    pub kind: String,
-    pub fields: BTreeMap<String, String>,
-}
-
-impl Record {
-    pub fn get(&self, key: &str) -> &str {
-        self.fields.get(key).unwrap_or_else(|| panic!("record `{}` has no `{key}`: {:?}", self.kind, self.fields))
-    }
-
-    pub fn int(&self, key: &str) -> i64 {
-        self.get(key).parse().unwrap_or_else(|_| panic!("`{key}` of `{}` is not an integer", self.kind))
-    }
-}
-
-pub fn parse_records(stdout: &str) -> Vec<Record> {
-    stdout
-        .lines()
-        .filter_map(|line| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 2 || !words.len().is_multiple_of(2) {
-                return None;
-            }
-            let fields = words.chunks(2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect();
-            Some(Record { kind: words[0].to_string(), fields })
-        })
-        .collect()
-}
+pub use mlx_patched::record::{parse_records, Record};
 
 /// One probe run on one variant.
 #[derive(Debug)]

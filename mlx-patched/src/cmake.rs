@@ -5,8 +5,7 @@ use crate::progress::{self, Progress};
 use crate::source::{Origin, Upstream};
 use crate::system::{self, check_system};
 use crate::variant::{Variant, VARIANTS};
-use crate::{copy_tree, describe, io, lock_file, patch, sync_tree, Env, Error};
-use sha2::{Digest, Sha256};
+use crate::{copy_tree, describe, io, lock_file, patch, sync_tree, Env, Error, Fingerprint};
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -337,14 +336,13 @@ fn tool_identity(program: &std::ffi::OsStr) -> String {
 /// compilers and CMake, and the system packages standing in for MLX's
 /// downloaded dependencies.
 fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Options) -> Result<String, Error> {
-    let mut key = Sha256::new();
-    key.update(format!("logic {BUILD_LOGIC_VERSION}\ntree {}\n", upstream.tree_id));
+    let mut key = Fingerprint::new(&format!("build {BUILD_LOGIC_VERSION}"));
+    key.text("tree", &upstream.tree_id);
     for (p, only) in &recipe.patches {
-        key.update(format!("patch {} only {only:?}\n", p.file_name().unwrap_or_default().to_string_lossy()));
-        key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
+        key.file(p)?.text("only", format!("{only:?}"));
     }
-    key.update(format!("configure {}\n", configure_inputs(args, opts)));
-    Ok(format!("{:x}", key.finalize()))
+    key.text("configure", configure_inputs(args, opts));
+    Ok(key.finish())
 }
 
 fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
@@ -494,16 +492,16 @@ const CONFIGURE_INPUTS: &str = "fork-configure-inputs";
 /// the system packages that stand in for MLX's downloads. The patches are
 /// not in it: ninja sees what they change from the sources' mtimes.
 pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
-    let mut key = Sha256::new();
+    let mut key = Fingerprint::new("configure 1");
     for a in args {
-        key.update(format!("arg {a}\n"));
+        key.text("arg", a);
     }
     let env = &opts.env;
-    key.update(format!("CC {:?}\nCXX {:?}\n", env.cc(), env.cxx()));
-    key.update(format!("c {}\nc++ {}\n", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())), tool_identity(&env.cxx_or_default())));
-    key.update(format!("cmake {}\n", tool_identity("cmake".as_ref())));
-    key.update(system::dependency_fingerprint(opts.backend));
-    format!("{:x}", key.finalize())
+    key.text("CC", format!("{:?}", env.cc())).text("CXX", format!("{:?}", env.cxx()));
+    key.text("c", tool_identity(&env.cc().unwrap_or_else(|| "cc".into()))).text("c++", tool_identity(&env.cxx_or_default()));
+    key.text("cmake", tool_identity("cmake".as_ref()));
+    key.text("system", system::dependency_fingerprint(opts.backend));
+    key.finish()
 }
 
 /// Configures `build` from `src`. CMake reads `CC`/`CXX` only on a build
@@ -593,6 +591,17 @@ fn library_sources(build: &Path, src: &Path) -> Result<BTreeSet<PathBuf>, Error>
         .collect())
 }
 
+/// The cache key of a variant built on `base` (whose own key is `base_key`)
+/// with the `extra` patches.
+fn key_on_base(base: &str, base_key: &str, extra: &[(PathBuf, Option<&'static str>)]) -> Result<String, Error> {
+    let mut key = Fingerprint::new(&format!("build on a base {BUILD_LOGIC_VERSION}"));
+    key.text("base", base).text("base key", base_key);
+    for (p, _) in extra {
+        key.file(p)?;
+    }
+    Ok(key.finish())
+}
+
 /// Builds a variant that extends `base` with patches touching only sources
 /// of the library: those few files are compiled in the base's own build,
 /// the library is linked and installed into this variant's prefix, and the
@@ -610,13 +619,7 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
     let base_stamp_path = base_dir.join("stamp");
     let base_stamp = read_stamp(&base_stamp_path).ok_or_else(|| Error::new(format!("the {} variant has no stamp after its build", base.name)))?;
     let extra = &recipe.patches[own..];
-    let mut key = Sha256::new();
-    key.update(format!("logic {BUILD_LOGIC_VERSION}\non {} {}\n", base.name, base_stamp.key));
-    for (p, _) in extra {
-        key.update(format!("patch {}\n", p.file_name().unwrap_or_default().to_string_lossy()));
-        key.update(fs::read(p).map_err(io(format!("cannot read {}", p.display())))?);
-    }
-    let key = format!("{:x}", key.finalize());
+    let key = key_on_base(&base.name, &base_stamp.key, extra)?;
 
     let _lock = lock_file(&dir.join("lock"))?;
     let prefix = dir.join("prefix");

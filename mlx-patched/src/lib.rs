@@ -22,10 +22,13 @@
 mod cmake;
 mod env;
 mod expectations;
+mod fingerprint;
 pub mod patch;
 pub mod pin;
+pub mod probes;
 pub mod progress;
 mod python;
+pub mod record;
 mod source;
 mod system;
 mod variant;
@@ -33,6 +36,7 @@ mod variant;
 pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{Bound, Cell, Expectations};
+pub use fingerprint::Fingerprint;
 pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;
 pub use source::{

@@ -97,14 +97,12 @@ pub fn reverse(tree: &Path, patch: &Path) -> Result<(), Error> {
 /// id and every patch of the series (name and bytes). Figures measured for
 /// one fingerprint are stale for any other.
 pub fn fingerprint(upstream_tree_id: &str, series: &[PathBuf]) -> Result<String, Error> {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(format!("tree {upstream_tree_id}\n"));
+    let mut f = crate::Fingerprint::new("tree and series 1");
+    f.text("tree", upstream_tree_id);
     for p in series {
-        h.update(format!("patch {}\n", p.file_name().unwrap_or_default().to_string_lossy()));
-        h.update(std::fs::read(p).map_err(|e| Error::new(format!("cannot read {}: {e}", p.display())))?);
+        f.file(p)?;
     }
-    Ok(format!("{:x}", h.finalize()))
+    Ok(f.finish())
 }
 
 #[derive(Clone, Copy, PartialEq)]

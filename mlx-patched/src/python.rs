@@ -5,8 +5,7 @@
 //! `<variant>/python-<tag>/`, with a stamp like the variant's own.
 
 use crate::cmake::{configure, configure_inputs, run_cmake, Artifacts, Options};
-use crate::{io, lock_file, Error};
-use sha2::{Digest, Sha256};
+use crate::{io, lock_file, Error, Fingerprint};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,13 +68,12 @@ pub fn build_bindings(mlx: &Artifacts, target: &PythonTarget, opts: &Options) ->
         format!("-Dnanobind_DIR={}", target.nanobind_cmake_dir.display()),
         format!("-DPython_EXECUTABLE={}", target.python.display()),
     ];
-    let mut key = Sha256::new();
-    key.update(format!("variant {}\npython {version}\n", mlx.build_key));
     let inputs = configure_inputs(&args, opts);
-    key.update(format!("configure {inputs}\n"));
-    key.update(fs::read(our_cmake_project().join("CMakeLists.txt")).map_err(io("cannot read python/CMakeLists.txt"))?);
-    key.update(fs::read(target.nanobind_cmake_dir.join("nanobind-config-version.cmake")).unwrap_or_default());
-    let key = format!("{:x}", key.finalize());
+    let mut key = Fingerprint::new("bindings 1");
+    key.text("variant", &mlx.build_key).text("python", &version).text("configure", &inputs);
+    key.file(&our_cmake_project().join("CMakeLists.txt"))?;
+    key.bytes("nanobind", &fs::read(target.nanobind_cmake_dir.join("nanobind-config-version.cmake")).unwrap_or_default());
+    let key = key.finish();
 
     let _lock = lock_file(&dir.join("lock"))?;
     let stamp = dir.join("stamp");

@@ -128,11 +128,10 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
 /// another build. A missing file hashes as missing; the build's own check
 /// then names the package.
 pub fn dependency_fingerprint(backend: Backend) -> String {
-    use sha2::{Digest, Sha256};
     if backend == Backend::Metal {
-        return "dependencies fetched by MLX's CMake\n".to_string();
+        return "dependencies fetched by MLX's CMake".to_string();
     }
-    let mut h = Sha256::new();
+    let mut f = crate::Fingerprint::new("system dependencies 1");
     for path in [
         "/usr/include/nlohmann/json.hpp",
         "/usr/lib/cmake/doctest/doctest.cmake",
@@ -140,13 +139,9 @@ pub fn dependency_fingerprint(backend: Backend) -> String {
         "/usr/include/doctest/doctest.h",
         "/usr/include/fmt/core.h",
     ] {
-        h.update(path);
-        match fs::read(path) {
-            Ok(bytes) => h.update(&bytes),
-            Err(_) => h.update(b"missing"),
-        }
+        f.text("path", path).bytes("bytes", &fs::read(path).unwrap_or_else(|_| b"missing".to_vec()));
     }
-    format!("system dependencies {:x}\n", h.finalize())
+    f.finish()
 }
 
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {

@@ -2,6 +2,7 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use crate::{cargo, deps, options, target_dir, Result};
+use mlx_patched::record::parse_records;
 use mlx_patched::{Env, Variant};
 use std::process::Command;
 
@@ -14,18 +15,18 @@ pub struct Summary {
 pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     println!("-- {label}");
     let out = cmd.output().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines().filter(|l| l.starts_with("cycle ")) {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let bytes: f64 = f.get(3).and_then(|b| b.parse().ok()).unwrap_or(f64::NAN);
-        println!("   cycle {:>2}: {:>6.2} MiB retained", f[1], bytes / (1024.0 * 1024.0));
+    let records = parse_records(&String::from_utf8_lossy(&out.stdout));
+    for r in records.iter().filter(|r| r.kind == "cycle") {
+        let bytes = r.number("retained_bytes").map(|b| b as f64).unwrap_or(f64::NAN);
+        println!("   cycle {:>2}: {:>6.2} MiB retained", r.value("cycle").unwrap_or("?"), bytes / (1024.0 * 1024.0));
     }
     if !out.status.success() {
         return Err(format!("{label} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
     }
-    let summary = text.lines().find(|l| l.starts_with("summary ")).ok_or_else(|| format!("{label} printed no summary"))?;
-    let f: Vec<&str> = summary.split_whitespace().collect();
-    Ok(Summary { mib_per_cycle: f[4].parse().map_err(|_| format!("bad summary: {summary}"))?, digest: f[6].to_string() })
+    // `summary cycles N retained_mib_per_cycle X digest D`
+    let summary = records.iter().find(|r| r.kind == "summary").ok_or_else(|| format!("{label} printed no summary"))?;
+    let mib = summary.value("retained_mib_per_cycle").and_then(|m| m.parse().ok()).ok_or_else(|| format!("bad summary: {summary:?}"))?;
+    Ok(Summary { mib_per_cycle: mib, digest: summary.value("digest").unwrap_or_default().to_string() })
 }
 
 /// A C++ probe of `crates/probes/cpp/` linked against a build's prefix.
@@ -33,8 +34,7 @@ pub fn cpp_probe(mlx: &mlx_patched::Artifacts, probe: &str) -> Result<std::path:
     let dir = target_dir()?.join("probes");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let exe = dir.join(format!("{probe}-{}", mlx.name));
-    let src = crate::workspace_root().join(format!("crates/probes/cpp/{probe}.cpp"));
-    mlx_patched::compile_program(mlx, &src, &exe, &Env::process()).map_err(|e| e.to_string())?;
+    mlx_patched::compile_program(mlx, &mlx_patched::probes::source(probe), &exe, &Env::process()).map_err(|e| e.to_string())?;
     Ok(exe)
 }
 

@@ -11,6 +11,7 @@
 //!     package: nothing that passes on pristine may fail on patched.
 
 use crate::{cargo, target_dir, workspace_root, Result};
+use mlx_patched::record::parse_records;
 use mlx_patched::{Artifacts, Cell, Env, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,12 +79,9 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> 
         return Err(format!("{} {args:?} failed ({}):\n{stdout}{}", exe.display(), out.status, String::from_utf8_lossy(&out.stderr)));
     }
     let mut run = Run { retained: Vec::new(), digests: Vec::new() };
-    // `cycle <i> <key> <value> ...`: the C++ probe prints more keys.
-    for line in stdout.lines().filter(|l| l.starts_with("cycle ")) {
-        let w: Vec<&str> = line.split_whitespace().collect();
-        let value = |key: &str| w.chunks(2).find(|kv| kv[0] == key && kv.len() == 2).map(|kv| kv[1]).ok_or(format!("no {key} in: {line}"));
-        run.retained.push(value("retained_bytes")?.parse().map_err(|_| format!("bad line: {line}"))?);
-        run.digests.push(value("digest")?.to_string());
+    for r in parse_records(&stdout).iter().filter(|r| r.kind == "cycle") {
+        run.retained.push(r.number("retained_bytes").ok_or(format!("no retained_bytes in {r:?}"))?);
+        run.digests.push(r.value("digest").ok_or(format!("no digest in {r:?}"))?.to_string());
     }
     Ok(run)
 }

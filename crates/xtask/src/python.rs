@@ -10,6 +10,7 @@
 //!   and the second-shape note in Python, and MLX's Python suite, on both.
 
 use crate::{run, target_dir, workspace_root, Result};
+use mlx_patched::record::{parse_records, Record};
 use mlx_patched::{pin, Artifacts, Cell, Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -49,15 +50,15 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
             ));
         }
     }
-    let mut key = Vec::new();
+    let mut key = mlx_patched::Fingerprint::new("venv 1");
     for r in requirements {
-        key.extend(std::fs::read(workspace_root().join(r)).map_err(|e| format!("{r}: {e}"))?);
+        key.file(&workspace_root().join(r)).map_err(|e| e.to_string())?;
     }
     for e in extra {
-        key.extend(std::fs::read(e).map_err(|err| format!("{}: {err}", e.display()))?);
+        key.file(e).map_err(|e| e.to_string())?;
     }
     let stamp = venv.join("installed.sha256");
-    let key = sha256_hex(&key);
+    let key = key.finish();
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
         return Ok(python);
     }
@@ -238,16 +239,9 @@ fn report_script() -> Result<(PathBuf, String)> {
     Ok((copy, note))
 }
 
-/// `cycle <i> <key> <value> ...` lines of a script, as maps.
-fn records(stdout: &str) -> Vec<BTreeMap<String, String>> {
-    stdout
-        .lines()
-        .filter(|l| l.starts_with("cycle "))
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.chunks(2).filter(|kv| kv.len() == 2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect()
-        })
-        .collect()
+/// The `cycle` records a script printed.
+fn records(stdout: &str) -> Vec<Record> {
+    parse_records(stdout).into_iter().filter(|r| r.kind == "cycle").collect()
 }
 
 fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
@@ -406,8 +400,8 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let mut digests = Vec::new();
         for (v, python) in &pythons {
             let recs = records(&run_python(python, &ablation, &args)?);
-            let retained: Vec<i64> = recs.iter().filter_map(|r| r.get("retained_bytes")?.parse().ok()).collect();
-            digests.extend(recs.iter().filter_map(|r| r.get("digest").cloned()));
+            let retained: Vec<i64> = recs.iter().filter_map(|r| r.number("retained_bytes")).collect();
+            digests.extend(recs.iter().filter_map(|r| r.value("digest").map(String::from)));
             let bound = c.bound(expectations.verdict(v));
             println!("Python {cell} on {}: {retained:?}", v.name);
             expect(bound.admits_all(&retained), format!("Python {cell} on {}: retained {retained:?}, expected {bound} every cycle", v.name), &mut passed);
@@ -418,7 +412,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         if c == Cell::REPORT {
             let cpp = crate::demo::cpp_probe(&mlx_patched::build(Variant::PATCHED, &crate::options()?).map_err(|e| e.to_string())?, "leak_scenario")?;
             let cpp_out = Command::new(cpp).args(["--cycles", "1"]).output().map_err(|e| e.to_string())?;
-            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout)).first().and_then(|r| r.get("digest").cloned()).unwrap_or_default();
+            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout)).first().and_then(|r| r.value("digest").map(String::from)).unwrap_or_default();
             expect(digests.first() == Some(&cpp_digest), format!("Python and C++ outputs differ: {:?} vs {cpp_digest}", digests.first()), &mut passed);
         }
         rows.push(format!("Python: {cell}\t{}\tbit-identical={}", cols.join("\t"), if same { "yes" } else { "no" }));
@@ -429,7 +423,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     for (v, python) in &pythons {
         for shapes in ["1", "2"] {
             let recs = records(&run_python(python, &side, &["--shapes", shapes, "--cycles", "2"])?);
-            let get = |k: &str| recs.iter().filter_map(|r| r.get(k)?.parse::<i64>().ok()).collect::<Vec<_>>();
+            let get = |k: &str| recs.iter().filter_map(|r| r.number(k)).collect::<Vec<_>>();
             let (one, all, traces, retained) = (get("live_one"), get("live_all"), get("traces"), get("retained_bytes"));
             let cache = get("cache_all");
             let note = format!(

@@ -11,18 +11,18 @@ fn main() -> Result<(), Error> {
     let out_dir = env.out_dir()?;
     let variant = if env.cargo_feature("pristine") { Variant::PRISTINE } else { Variant::PATCHED };
     let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), env.cargo_feature("cuda"))?;
-    println!("cargo:rerun-if-changed={}", opts.patches_dir.display());
     let mlx = mlx_patched::build(variant, &opts)?;
 
     let bridges: Vec<String> = AREAS.iter().map(|a| format!("src/ffi/{a}.rs")).collect();
     let sources: Vec<String> = AREAS.iter().map(|a| format!("cpp/{a}.cc")).collect();
-    cxx_build::bridges(&bridges)
-        .files(&sources)
-        .include("cpp")
-        .include(&mlx.include_dir)
-        .std("c++20")
-        .flag_if_supported("-Wno-unused-parameter")
-        .compile("mlx_bridge");
+    let mut build = cxx_build::bridges(&bridges);
+    build.files(&sources).include("cpp").include(&mlx.include_dir).std("c++20").flag_if_supported("-Wno-unused-parameter");
+    // Against a sanitizer build the bridge is instrumented too: MLX's inline
+    // header code (array.h's release fast path among it) is compiled here.
+    for flag in mlx.sanitizer.map(|s| s.compile_flags()).unwrap_or_default() {
+        build.flag(flag);
+    }
+    build.compile("mlx_bridge");
     for f in bridges.iter().chain(&sources) {
         println!("cargo:rerun-if-changed={f}");
     }

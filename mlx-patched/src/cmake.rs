@@ -345,6 +345,39 @@ fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Optio
     Ok(key.finish())
 }
 
+/// The CMake arguments of a variant installed into `prefix`: the host's,
+/// gguflib's source, and the system packages that stand in for MLX's
+/// downloads.
+fn configure_args(upstream: &Upstream, opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
+    let mut args = cmake_args(opts, prefix);
+    // GGUF support compiles gguflib in: from the pinned package, not git.
+    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
+    args.push(format!("-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}", gguflib.display()));
+    args.extend(system::offline_dep_dirs(&opts.root, opts.backend)?);
+    Ok(args)
+}
+
+/// What a variant's build is made of, as its cache key hashes it, but with
+/// the paths of this checkout's build directory and of the source packages
+/// left out: two checkouts of one commit on one machine agree. It covers
+/// upstream's tree, every patch applied (the series, the fork-only ones of
+/// a sanitizer build, the variant's own), the CMake arguments (sanitizer
+/// flags and optimisation level included), the compilers and CMake, and the
+/// system packages. Evidence recorded for a build is keyed on this.
+pub fn build_inputs(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<String, Error> {
+    let recipe = recipe(variant, opts)?;
+    let root = opts.root.display().to_string();
+    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?.display().to_string();
+    let args: Vec<String> = configure_args(upstream, opts, &variant_dir(opts, &recipe.name).join("prefix"))?
+        .into_iter()
+        .map(|a| a.replace(&gguflib, "<gguflib>").replace(&root, "<build dir>"))
+        .collect();
+    let mut f = Fingerprint::new(&format!("build inputs {BUILD_LOGIC_VERSION}"));
+    f.text("variant", &recipe.name).text("base", format!("{:?}", recipe.base.map(|(b, n)| (b.name, n))));
+    f.text("key", cache_key(&recipe, upstream, &args, opts)?);
+    Ok(f.finish())
+}
+
 fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
     if let Some((base, own)) = recipe.base {
         let base_recipe = self::recipe(base, opts)?;
@@ -360,12 +393,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let dir = variant_dir(opts, name);
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let (src, build, prefix) = (dir.join("src"), dir.join("build"), dir.join("prefix"));
-    let mut args = cmake_args(opts, &prefix);
-    // GGUF support compiles gguflib in: from the pinned package, not git.
-    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
-    args.push(format!("-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}", gguflib.display()));
-    // Where the system packages stand in for MLX's downloads.
-    args.extend(system::offline_dep_dirs(&opts.root, opts.backend)?);
+    let args = configure_args(upstream, opts, &prefix)?;
     let key = cache_key(recipe, upstream, &args, opts)?;
 
     // One build per variant at a time: build scripts of several packages and

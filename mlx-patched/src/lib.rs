@@ -33,7 +33,7 @@ mod source;
 mod system;
 mod variant;
 
-pub use cmake::{build, build_all, build_experiment, build_from, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
+pub use cmake::{build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{Bound, Cell, Expectations};
 pub use fingerprint::Fingerprint;

@@ -23,7 +23,7 @@ pub const CPP_PROBES: &[Probe] = &[
 
 /// The directory of the probes' sources and the headers they share.
 pub fn sources_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/probes/cpp")
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("..")).join("crates/probes/cpp")
 }
 
 /// The source of the probe called `name`.

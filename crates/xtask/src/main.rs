@@ -280,23 +280,24 @@ fn test() -> Result<()> {
 
     // The sanitizer run is too long for CI: its recorded report must belong
     // to this tree, series and probes (a rebase's trial tree is not checked).
-    let sanitized = if matches!(upstream.origin, mlx_patched::Origin::Pinned) && opts.patches_dir == mlx_patched::patch::series_dir() {
-        match sanitize::check_recorded(mlx_patched::Sanitizer::Address, &opts) {
-            Ok(summary) => {
-                println!("recorded sanitizer report: current, {summary}");
-                passed += 1;
-                Ok(())
-            }
-            Err(e) => {
-                println!("FAILED: recorded sanitizer report: {e}");
-                failed += 1;
-                Err(e)
+    let mut sanitized = Ok(());
+    if matches!(upstream.origin, mlx_patched::Origin::Pinned) && opts.patches_dir == mlx_patched::patch::series_dir() {
+        for sanitizer in [mlx_patched::Sanitizer::Address, mlx_patched::Sanitizer::Thread] {
+            match sanitize::check_recorded(sanitizer, &opts) {
+                Ok(summary) => {
+                    println!("recorded {} run: current, {summary}", sanitizer.name());
+                    passed += 1;
+                }
+                Err(e) => {
+                    println!("FAILED: recorded {} run: {e}", sanitizer.name());
+                    failed += 1;
+                    sanitized = sanitized.and(Err(e));
+                }
             }
         }
     } else {
-        println!("recorded sanitizer report: not checked (not the pinned tree and series)");
-        Ok(())
-    };
+        println!("recorded sanitizer runs: not checked (not the pinned tree and series)");
+    }
 
     // The series must stay ready for upstream: `git am` onto a clean tree.
     // (An empty series, when a rebase checks a fixed upstream, has nothing to send.)

@@ -360,16 +360,20 @@ pub fn run(args: &[String]) -> Result<()> {
         // Memory safety on the target before the pin moves. The run records
         // its report for the target's tree and refreshed series, which are
         // the pin's once it moves, so CI's check of it holds.
-        let recorded = crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address);
-        let previous = std::fs::read(&recorded).ok();
+        let recorded: Vec<PathBuf> = ["md", "json"].iter().map(|ext| crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address, ext)).collect();
+        let previous: Vec<Option<Vec<u8>>> = recorded.iter().map(|p| std::fs::read(p).ok()).collect();
         let mut sanitize = cargo();
         sanitize.args(["xtask", "sanitize", "address", "--record"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
         target_env(&mut sanitize, &tree, &refreshed, &work);
         println!("running the sanitizers on the target before moving the pin ...");
         let status = sanitize.status().map_err(|e| e.to_string())?;
-        let restore_record = || match &previous {
-            Some(bytes) => drop(std::fs::write(&recorded, bytes)),
-            None => drop(std::fs::remove_file(&recorded)),
+        let restore_record = || {
+            for (path, before) in recorded.iter().zip(&previous) {
+                match before {
+                    Some(bytes) => drop(std::fs::write(path, bytes)),
+                    None => drop(std::fs::remove_file(path)),
+                }
+            }
         };
         if !status.success() {
             restore_record();

@@ -203,8 +203,9 @@ fn unescape(s: &str) -> String {
     s.replace("&apos;", "'").replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 }
 
-/// Runs MLX's suite of `variant` (the GGUF cases excluded: GGUF is built
-/// off) in a child process, which may crash without taking the test along.
+/// Runs MLX's suite of `variant` (less `mlx_patched::MLX_TESTS_EXCLUDED`,
+/// empty today) in a child process, which may crash without taking the
+/// test along.
 pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
     let out = Command::new(variant.mlx_tests)
         .args(["--reporters=junit", "--no-colors", &mlx_patched::mlx_tests_filter()])

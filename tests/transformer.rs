@@ -4,7 +4,7 @@
 //! weights. Built, evaluated, compiled, run and dropped, 50 times on every
 //! fixed variant with memory flat; the control shows the leak.
 
-use mlx_fork::{bit_identical, control_and_fixes, report, run_on_all, run_probe, Variant, MIB};
+use mlx_fork::{bit_identical, control_and_fixes, report, report_note, run_on_all, run_probe, ProbeRun, Variant, MIB};
 
 fn transformer(v: &Variant) -> &'static str {
     v.transformer
@@ -26,22 +26,29 @@ fn transformer_with_fused_qkv_split_stays_flat_for_50_cycles() {
 }
 
 #[test]
-fn control_leaks_the_transformer() {
+fn control_leaks_the_transformer_in_most_processes() {
     // Which of this model's groups is released last by an assignment depends
     // on hash-map order inside compile, so the control leaks in some cycles
-    // and not others (measured: about half of them with this small model).
-    // 30 small cycles make a control that shows no leak practically impossible.
-    let args = ["--cycles", "30", "--layers", "2", "--d-model", "256", "--heads", "4", "--ffn", "1024"];
-    let runs = run_on_all(transformer, &args);
-    for run in &runs {
-        let leaking = run.retained().iter().filter(|&&b| b > 0).count();
-        if run.variant.leak_free() {
-            assert_eq!(leaking, 0, "{}: must retain nothing, retained {:?}", run.variant.name, run.retained());
-        } else {
-            assert!(leaking > 0, "{}: the control must leak in some of 30 cycles", run.variant.name);
-            println!("{}: {leaking}/30 cycles leaked", run.variant.name);
+    // and not others, and cycles in one process are not independent trials.
+    // Separate processes are. Measured with these arguments: 16 processes of
+    // 10 cycles, every one leaked in 1 to 4 of its cycles (40 of 160). The
+    // claim tested is weaker than that measurement: the control leaks in at
+    // least half of PROCESSES processes, and a fixed variant in none.
+    const PROCESSES: usize = 8;
+    let args = ["--cycles", "10", "--layers", "2", "--d-model", "256", "--heads", "4", "--ffn", "1024"];
+    let processes: Vec<Vec<ProbeRun>> = (0..PROCESSES).map(|_| run_on_all(transformer, &args)).collect();
+    for (i, runs) in processes.iter().enumerate() {
+        assert!(bit_identical(runs), "process {i}: the variants computed different bits");
+        for run in runs.iter().filter(|r| r.variant.leak_free()) {
+            assert_eq!(run.retained(), vec![0; 10], "{} process {i}: must retain nothing", run.variant.name);
         }
     }
-    assert!(bit_identical(&runs));
-    report("small transformer (6 MiB), 30 cycles", &runs);
+    for control in control_and_fixes().into_iter().filter(|v| !v.leak_free()) {
+        let per_process: Vec<usize> = processes.iter().map(|runs| runs.iter().find(|r| r.variant.name == control.name).unwrap().retained().iter().filter(|&&b| b > 0).count()).collect();
+        let leaking = per_process.iter().filter(|&&n| n > 0).count();
+        println!("{}: cycles leaked per process (of 10): {per_process:?}", control.name);
+        assert!(leaking * 2 >= PROCESSES, "{}: the control must leak in at least half of {PROCESSES} processes, leaked in {leaking}: {per_process:?}", control.name);
+        report_note(&format!("small transformer (6 MiB), {PROCESSES} processes x 10 cycles: {} leaked in {leaking} of {PROCESSES} processes ({per_process:?} cycles)", control.name));
+    }
+    report("small transformer (6 MiB), first of 8 processes", &processes[0]);
 }

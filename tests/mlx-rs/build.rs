@@ -1,5 +1,5 @@
 //! The rpath of the libmlx that mlx-sys linked, so the program runs without
-//! LD_LIBRARY_PATH: the line a user adds (README, "Using the fix from mlx-rs").
+//! LD_LIBRARY_PATH: the line a user adds (docs/mlx-rs.md).
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_MLX_LIB_DIR");
     if let Ok(lib) = std::env::var("DEP_MLX_LIB_DIR") {

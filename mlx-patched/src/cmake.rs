@@ -72,6 +72,15 @@ impl Sanitizer {
         }
     }
 
+    /// The sanitizer's runtime libraries, which objects compiled with
+    /// [`Sanitizer::compile_flags`] need at link time.
+    pub fn runtime_libs(self) -> &'static [&'static str] {
+        match self {
+            Sanitizer::Address => &["asan", "ubsan"],
+            Sanitizer::Thread => &["tsan"],
+        }
+    }
+
     fn cmake_args(self) -> Vec<String> {
         let on: &[&str] = match self {
             Sanitizer::Address => &["-DUSE_ASAN=ON", "-DUSE_UBSAN=ON"],
@@ -172,6 +181,11 @@ impl Artifacts {
         let lib = self.lib_dir.display();
         println!("cargo:rustc-link-search=native={lib}");
         println!("cargo:rustc-link-lib=dylib=mlx");
+        // A sanitizer build's dependents compile instrumented C++ against
+        // it (the bridge does), which needs the runtime at link time.
+        for lib in self.sanitizer.map(|s| s.runtime_libs()).unwrap_or_default() {
+            println!("cargo:rustc-link-lib=dylib={lib}");
+        }
         print_rpath(&self.lib_dir.to_string_lossy());
         println!("cargo:lib_dir={lib}");
         println!("cargo:prefix={}", self.prefix.display());

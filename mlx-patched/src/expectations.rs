@@ -46,8 +46,8 @@ impl Expectations {
         }
     }
 
-    /// The verdict of the variant called `name` (an error for a name that
-    /// is not a variant of this run).
+    /// The verdict of the variant called `name`; None for a name that is
+    /// not a variant of this run.
     pub fn verdict_of(&self, name: &str) -> Option<Expect> {
         self.variants().iter().find(|v| v.name == name).map(|v| self.verdict(v))
     }

@@ -13,8 +13,11 @@ fn main() -> Result<(), Error> {
     let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), env.cargo_feature("cuda"))?;
     let mlx = mlx_patched::build(variant, &opts)?;
 
-    let bridges: Vec<String> = AREAS.iter().map(|a| format!("src/ffi/{a}.rs")).collect();
-    let sources: Vec<String> = AREAS.iter().map(|a| format!("cpp/{a}.cc")).collect();
+    // The fuzzer's release paths exist only where the fuzzer asks for them.
+    let fuzz: &[&str] = if env.cargo_feature("fuzz") { &["fuzz"] } else { &[] };
+    let areas: Vec<&str> = AREAS.iter().chain(fuzz).copied().collect();
+    let bridges: Vec<String> = areas.iter().map(|a| format!("src/ffi/{a}.rs")).collect();
+    let sources: Vec<String> = areas.iter().map(|a| format!("cpp/{a}.cc")).collect();
     let mut build = cxx_build::bridges(&bridges);
     build.files(&sources).include("cpp").include(&mlx.include_dir).std("c++20").flag_if_supported("-Wno-unused-parameter");
     // Against a sanitizer build the bridge is instrumented too: MLX's inline

@@ -220,4 +220,13 @@ void reset_peak_memory();
 void clear_cache();
 std::size_t set_cache_limit(std::size_t limit);
 
+// ---- fuzz.cc (feature `fuzz`) ----
+void list_assign_copy(ArrayList& list, std::size_t i, const Array& a);
+std::unique_ptr<Array> list_take(ArrayList& list, std::size_t i);
+void list_assign_move(ArrayList& list, std::size_t i, Array& a);
+void list_overwrite(ArrayList& list, std::size_t i, const Array& a);
+void list_erase(ArrayList& list, std::size_t i);
+void async_eval(const ArrayList& list);
+std::int64_t live_array_descs();
+
 } // namespace mlx_bridge

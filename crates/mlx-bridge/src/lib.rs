@@ -17,6 +17,8 @@ mod array;
 mod error;
 pub mod fast;
 pub mod ffi;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod linalg;
 pub mod memory;
 mod ops;

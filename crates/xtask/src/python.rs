@@ -76,6 +76,41 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
     Ok(python)
 }
 
+/// The nanobind release a tree's CMakeLists.txt fetches (`GIT_TAG v2.15.0`
+/// in its `FetchContent_Declare(nanobind ...)`), without the `v`.
+fn nanobind_of_tree(cmake_lists: &str) -> Option<String> {
+    let decl = cmake_lists.split("FetchContent_Declare(").find(|d| d.trim_start().starts_with("nanobind"))?;
+    let decl = &decl[..decl.find(')').unwrap_or(decl.len())];
+    let mut words = decl.split_whitespace();
+    words.find(|w| *w == "GIT_TAG")?;
+    Some(words.next()?.trim_start_matches('v').to_string())
+}
+
+/// The nanobind version the build requirements pin (`nanobind==X`).
+fn nanobind_pinned(requirements: &str) -> Option<String> {
+    requirements.lines().find_map(|l| l.trim().strip_prefix("nanobind==")).map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+}
+
+/// The extension compiles nanobind's sources in: building a tree with
+/// another nanobind than the one it declares fails late and obscurely (a
+/// rebase onto MLX 0.32.4 meets `no member named 'freeze'`), so say which
+/// pin to move instead.
+fn check_nanobind(mlx: &Artifacts) -> Result<()> {
+    let lists = mlx.source_dir.join("CMakeLists.txt");
+    let tree = std::fs::read_to_string(&lists).map_err(|e| format!("{}: {e}", lists.display()))?;
+    let reqs = workspace_root().join(BUILD_REQUIREMENTS);
+    let pinned = std::fs::read_to_string(&reqs).map_err(|e| format!("{}: {e}", reqs.display()))?;
+    match (nanobind_of_tree(&tree), nanobind_pinned(&pinned)) {
+        (Some(want), Some(have)) if want == have => Ok(()),
+        (Some(want), Some(have)) => Err(format!(
+            "{} fetches nanobind {want}, but {BUILD_REQUIREMENTS} pins nanobind=={have}: pin nanobind=={want} there, with its hash, to build this tree's Python bindings",
+            lists.display()
+        )),
+        (None, _) => Err(format!("{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need", lists.display())),
+        (_, None) => Err(format!("{BUILD_REQUIREMENTS} pins no nanobind")),
+    }
+}
+
 /// The interpreter and nanobind the extensions are built with.
 fn build_target() -> Result<PythonTarget> {
     let python = venv_with(&python_root()?.join("build-venv"), &[BUILD_REQUIREMENTS], &[])?;
@@ -125,6 +160,7 @@ fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result
 pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
     let opts = crate::options()?;
     let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
+    check_nanobind(&mlx)?;
     let target = build_target()?;
     let bindings = mlx_patched::build_bindings(&mlx, &target, &opts).map_err(|e| e.to_string())?;
     let version = wheel_version(&mlx)?;
@@ -530,6 +566,16 @@ pub fn check_cmd(args: &[String]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_tree_s_nanobind_is_read_from_its_fetch_declaration() {
+        let lists = "FetchContent_Declare(\n    fmt\n    GIT_TAG 10.2.1)\nFetchContent_Declare(\n    nanobind\n    GIT_REPOSITORY x\n    GIT_TAG v3.1.0\n    GIT_SHALLOW TRUE)\n";
+        assert_eq!(super::nanobind_of_tree(lists).as_deref(), Some("3.1.0"));
+        assert_eq!(super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"), None);
+        let pins = std::fs::read_to_string(crate::workspace_root().join(super::BUILD_REQUIREMENTS)).unwrap();
+        let pinned = super::nanobind_pinned(&pins).expect("the build requirements pin nanobind");
+        assert!(pinned.chars().next().is_some_and(|c| c.is_ascii_digit()), "{pinned}");
+    }
+
     use super::*;
 
     /// The runner on a small suite of its own: a pass, a failure, a test

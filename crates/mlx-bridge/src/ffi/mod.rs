@@ -4,6 +4,8 @@
 //! live in [`mod@array`] and are shared with the other bridges by type alias.
 
 pub mod array;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod linalg;
 pub mod memory;
 pub mod ops;

@@ -1,0 +1,40 @@
+//! Bridge for the release paths a graph-lifetime fuzzer drives: a vector of
+//! arrays whose elements are replaced by copy assignment, move assignment
+//! or `overwrite_descriptor`, or erased, plus `async_eval` and the
+//! live-descriptor census. Built only with the `fuzz` feature.
+
+pub use bridge::*;
+
+#[cxx::bridge(namespace = "mlx_bridge")]
+mod bridge {
+    // ---- Shared types ----
+    // (none)
+
+    // ---- Rust to C++ ----
+    // (nothing)
+
+    // ---- C++ to Rust ----
+    unsafe extern "C++" {
+        include!("bridge.h");
+
+        type Array = crate::ffi::array::Array;
+        type ArrayList = crate::ffi::array::ArrayList;
+
+        // Each takes an index and throws std::out_of_range past the end.
+        /// `list[i] = a` (copy assignment).
+        fn list_assign_copy(list: Pin<&mut ArrayList>, i: usize, a: &Array) -> Result<()>;
+        /// Moves `list[i]` out, leaving a moved-from array (no descriptor) behind.
+        fn list_take(list: Pin<&mut ArrayList>, i: usize) -> Result<UniquePtr<Array>>;
+        /// `list[i] = std::move(a)` (move assignment); `a` is left moved-from.
+        fn list_assign_move(list: Pin<&mut ArrayList>, i: usize, a: Pin<&mut Array>) -> Result<()>;
+        /// `list[i].overwrite_descriptor(a)`.
+        fn list_overwrite(list: Pin<&mut ArrayList>, i: usize, a: &Array) -> Result<()>;
+        /// `list.erase(list.begin() + i)`.
+        fn list_erase(list: Pin<&mut ArrayList>, i: usize) -> Result<()>;
+
+        fn async_eval(list: &ArrayList) -> Result<()>;
+        /// Live `ArrayDesc` objects on a census build (the fork-only patch
+        /// behind `MLX_FORK_DESC_CENSUS`), -1 elsewhere.
+        fn live_array_descs() -> i64;
+    }
+}

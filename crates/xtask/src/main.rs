@@ -3,6 +3,7 @@
 mod candidate;
 mod demo;
 mod deps;
+mod fuzz;
 mod mlx_rs;
 mod provenance;
 mod python;
@@ -46,6 +47,12 @@ usage: cargo xtask <command>
                               build every variant with sanitizers and the live-descriptor census,
                               run MLX's suite, the probes and the Rust API tests on each and
                               print the reports by kind (long: not part of `test`)
+  fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address]
+  fuzz --target <carrier-version> [...]
+                              random-program search over MLX's graph lifetimes (leaks, crashes,
+                              transforms that fail where eager does not); prints programs/s and
+                              the findings, each shrunk and written as C++ under target/fuzz/.
+                              `fuzz print <seed> <index>`: a seeded program as C++
   docs                        write the pages generated from the code (docs/variables.md)
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it
@@ -72,6 +79,7 @@ fn main() -> ExitCode {
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
         Some("sanitize") => sanitize::run(rest),
+        Some("fuzz") => fuzz::run(rest),
         Some("docs") => docs(rest),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{HELP}");

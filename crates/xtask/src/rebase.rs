@@ -62,7 +62,7 @@ fn parse(args: &[String]) -> Result<Args> {
 
 /// The target tree: a directory, or upstream's tree recovered from a
 /// carrier version (its own patches reversed, as for the pin).
-fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
+pub(crate) fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
     let dir = Path::new(to);
     if dir.is_dir() {
         return mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string());

@@ -1,0 +1,470 @@
+//! Runs `mlx-fuzz` programs on the MLX variant the bridge links, and the
+//! worker process around it (`worker_main`, the protocol is in
+//! `mlx_fuzz::campaign`).
+//!
+//! Values live in [`Slots`] (a C++ vector per name; a single array is a
+//! vector of one), so every release path of the IR is the C++ one: the
+//! vector's destructor, copy and move assignment, `overwrite_descriptor`,
+//! erase. At the end of a program the names go in reverse order of
+//! declaration, as a C++ scope ends.
+
+use mlx_bridge::fuzz::{self as bf, Slots};
+use mlx_bridge::{self as mlx, Array, Dtype as MxDtype};
+use mlx_fuzz::ir::*;
+use mlx_fuzz::oracle::{fnv1a, Outcome, FNV_START, TOLERANCE};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+type Func = Rc<dyn Fn(&[Array]) -> mlx::Result<Vec<Array>>>;
+
+/// How the program's transforms are run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    AsWritten,
+    /// Every `compile` is the function it compiles: the eager reference.
+    Eager,
+}
+
+/// The values a run evaluated, in order: their dtype and their elements
+/// as f64 (complex numbers as two), and a digest of their bits.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    pub values: Vec<(MxDtype, Vec<f64>)>,
+    pub digest: u64,
+}
+
+fn err(msg: String) -> mlx::Error {
+    mlx::Error::new(msg)
+}
+
+fn dtype_of(d: Dtype) -> MxDtype {
+    match d {
+        Dtype::F32 => MxDtype::F32,
+        Dtype::C64 => MxDtype::Complex64,
+        Dtype::U32 => MxDtype::U32,
+    }
+}
+
+/// The model's type against MLX's: a difference is a bug in the fuzzer.
+fn agree(what: &str, a: &Array, t: &Ty) {
+    assert!(
+        a.dtype() == dtype_of(t.dtype) && a.shape() == t.shape,
+        "[mlx-fuzz model] {what}: MLX made {:?} {:?}, the IR says {:?} {:?}",
+        a.dtype(),
+        a.shape(),
+        t.dtype,
+        t.shape
+    );
+}
+
+fn observe(a: &Array, obs: &mut Observed) -> mlx::Result<()> {
+    let bytes = a.to_bytes()?;
+    obs.digest = fnv1a(obs.digest, &bytes);
+    let values = match a.dtype() {
+        MxDtype::U32 => bytes.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap()) as f64).collect(),
+        _ => bytes.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64).collect(),
+    };
+    obs.values.push((a.dtype(), values));
+    Ok(())
+}
+
+/// One op on operands fetched by `get`, functions by `fns`.
+fn apply(op: &Op, get: &dyn Fn(Ref) -> mlx::Result<Array>, fns: &dyn Fn(FnId) -> mlx::Result<Func>) -> mlx::Result<Vec<Array>> {
+    let one = |a: mlx::Result<Array>| a.map(|a| vec![a]);
+    match op {
+        Op::Normal { shape, seed } => one(mlx::random::normal(shape, MxDtype::F32, &mlx::random::key(*seed as u64))),
+        Op::Unary(u, a) => {
+            let a = get(*a)?;
+            one(match u {
+                Unary::Abs => mlx::abs(&a),
+                Unary::Negative => mlx::negative(&a),
+                Unary::Exp => mlx::exp(&a),
+                Unary::Square => mlx::square(&a),
+                Unary::Sqrt => mlx::sqrt(&a),
+                Unary::StopGradient => mlx::stop_gradient(&a),
+                Unary::Transpose => mlx::transpose(&a),
+                Unary::Real => mlx::real(&a),
+            })
+        }
+        Op::Binary(b, x, y) => {
+            let (x, y) = (get(*x)?, get(*y)?);
+            one(match b {
+                Binary::Add => mlx::add(&x, &y),
+                Binary::Subtract => mlx::subtract(&x, &y),
+                Binary::Multiply => mlx::multiply(&x, &y),
+                Binary::Divide => mlx::divide(&x, &y),
+                Binary::Maximum => mlx::maximum(&x, &y),
+            })
+        }
+        Op::Matmul(a, b) => one(mlx::matmul(&get(*a)?, &get(*b)?)),
+        Op::Reshape(a, s) => one(mlx::reshape(&get(*a)?, s)),
+        Op::Slice { a, start, stop } => one(mlx::slice(&get(*a)?, start, stop, &vec![1; start.len()])),
+        Op::Concat { parts, axis } => one(mlx::concatenate(parts.iter().map(|p| get(*p)).collect::<mlx::Result<Vec<_>>>()?, *axis)),
+        Op::Reduce { how, a, axis } => one(match how {
+            Reduce::Sum => mlx::sum_axis(&get(*a)?, &[*axis], false),
+            Reduce::Mean => mlx::mean_axis(&get(*a)?, &[*axis], false),
+        }),
+        Op::Split { a, parts, axis } => mlx::split(&get(*a)?, *parts, *axis),
+        Op::SplitAt { a, indices, axis } => mlx::split_at(&get(*a)?, indices, *axis),
+        Op::Divmod(a, b) => mlx::divmod(&get(*a)?, &get(*b)?).map(|(q, r)| vec![q, r]),
+        Op::Linalg(l, a) => {
+            let a = get(*a)?;
+            match l {
+                Linalg::Qr => mlx::linalg::qr(&a).map(|(q, r)| vec![q, r]),
+                Linalg::Svd => mlx::linalg::svd(&a).map(|(u, s, v)| vec![u, s, v]),
+                Linalg::Eigh => mlx::linalg::eigh(&a, "L").map(|(w, v)| vec![w, v]),
+                Linalg::Eig => mlx::linalg::eig(&a).map(|(w, v)| vec![w, v]),
+                Linalg::Lu => mlx::linalg::lu(&a).map(|(p, l, u)| vec![p, l, u]),
+                Linalg::LuFactor => mlx::linalg::lu_factor(&a).map(|(lu, p)| vec![lu, p]),
+            }
+        }
+        Op::Quantize(a) => mlx::quantize(&get(*a)?, QUANT_GROUP, QUANT_BITS).map(|(w, s, b)| vec![w, s, b]),
+        Op::Depends { inputs, deps } => {
+            let i: Vec<Array> = inputs.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
+            let d: Vec<Array> = deps.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
+            mlx::depends(&i, &d)
+        }
+        Op::KeySplit { seed } => mlx::random::split(&mlx::random::key(*seed as u64)).map(|(a, b)| vec![a, b]),
+        Op::Call { f, args } => {
+            let f = fns(*f)?;
+            let args: Vec<Array> = args.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
+            f(&args)
+        }
+    }
+}
+
+fn local(env: &HashMap<Var, Vec<Array>>, r: Ref) -> mlx::Result<Array> {
+    let (v, i) = match r {
+        Ref::Var(v) => (v, 0),
+        Ref::Elem(v, i) => (v, i as usize),
+    };
+    env.get(&v).and_then(|g| g.get(i)).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {r} is not in the closure's scope")))
+}
+
+/// A closure's function: captures are copied now, as a C++ lambda's are.
+fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
+    let FnDef::Closure { params, captures, body, results } = def else { unreachable!() };
+    let mut caps = HashMap::new();
+    for c in captures {
+        let slots = top.vals.get(c).ok_or_else(|| err(format!("[mlx-fuzz] captured {c} is gone")))?;
+        caps.insert(*c, (0..slots.len()).map(|i| slots.get(i)).collect::<mlx::Result<Vec<_>>>()?);
+    }
+    let mut fns = HashMap::new();
+    for s in body {
+        if let Stmt::Let { op: Op::Call { f, .. }, .. } = s {
+            fns.insert(*f, top.func(*f)?);
+        }
+    }
+    let params: Vec<Var> = params.iter().map(|(v, _)| *v).collect();
+    let (body, results) = (body.clone(), results.clone());
+    Ok(Rc::new(move |inputs: &[Array]| {
+        if inputs.len() != params.len() {
+            return Err(err(format!("[mlx-fuzz] closure of {} parameters called with {}", params.len(), inputs.len())));
+        }
+        let mut env = caps.clone();
+        for (p, a) in params.iter().zip(inputs) {
+            env.insert(*p, vec![a.clone()]);
+        }
+        for s in &body {
+            if let Stmt::Let { out, op } = s {
+                let r = apply(op, &|r| local(&env, r), &|f| fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} not captured"))))?;
+                env.insert(*out, r);
+            }
+        }
+        results.iter().map(|r| local(&env, *r)).collect()
+    }))
+}
+
+fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result<Func> {
+    let inner = move || {
+        let f = f.clone();
+        move |x: &[Array]| f(x)
+    };
+    Ok(match def {
+        FnDef::Compile { shapeless, .. } => {
+            if mode == Mode::Eager {
+                return Ok(Rc::new(inner()));
+            }
+            let c = Rc::new(if *shapeless { mlx::compile_shapeless(inner()) } else { mlx::compile(inner()) });
+            Rc::new(move |x: &[Array]| c.call(x))
+        }
+        FnDef::Checkpoint { .. } => {
+            let t = mlx::checkpoint(inner())?;
+            Rc::new(move |x: &[Array]| t.call(x))
+        }
+        FnDef::CustomVjp { .. } => {
+            let t = mlx::custom_vjp(inner(), |p: &[Array], c: &[Array], _: &[Array]| {
+                let s = mlx::sum(&c[0])?;
+                p.iter().map(|x| mlx::multiply(x, &s)).collect()
+            })?;
+            Rc::new(move |x: &[Array]| t.call(x))
+        }
+        FnDef::Vjp { .. } | FnDef::Jvp { .. } => {
+            let vjp = matches!(def, FnDef::Vjp { .. });
+            Rc::new(move |x: &[Array]| {
+                if x.len() < n_params {
+                    return Err(err("[mlx-fuzz] too few inputs for vjp/jvp".into()));
+                }
+                let (p, t) = x.split_at(n_params);
+                let (mut o, d) = if vjp { mlx::vjp(inner(), p, t)? } else { mlx::jvp(inner(), p, t)? };
+                o.extend(d);
+                Ok(o)
+            })
+        }
+        FnDef::Vmap { .. } => {
+            let t = mlx::vmap(inner(), &[], &[])?;
+            Rc::new(move |x: &[Array]| t.call(x))
+        }
+        FnDef::Closure { .. } => unreachable!(),
+    })
+}
+
+enum Name {
+    V(Var),
+    F(FnId),
+}
+
+/// The program's top-level state.
+#[derive(Default)]
+struct Top {
+    vals: HashMap<Var, Slots>,
+    fns: HashMap<FnId, Func>,
+    order: Vec<Name>,
+}
+
+impl Top {
+    fn func(&self, f: FnId) -> mlx::Result<Func> {
+        self.fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} is not defined")))
+    }
+
+    fn slot(r: Ref) -> (Var, usize) {
+        match r {
+            Ref::Var(v) => (v, 0),
+            Ref::Elem(v, i) => (v, i as usize),
+        }
+    }
+
+    fn get(&self, r: Ref) -> mlx::Result<Array> {
+        let (v, i) = Self::slot(r);
+        self.vals.get(&v).ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))?.get(i)
+    }
+
+    fn slots(&mut self, v: Var) -> mlx::Result<&mut Slots> {
+        self.vals.get_mut(&v).ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))
+    }
+
+    /// Ends the scope: every name, latest first.
+    fn end(mut self) {
+        while let Some(n) = self.order.pop() {
+            match n {
+                Name::V(v) => drop(self.vals.remove(&v)),
+                Name::F(f) => drop(self.fns.remove(&f)),
+            }
+        }
+    }
+}
+
+/// Runs `p` once; `obs` (if given) receives every value an `Eval` evaluated.
+pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Result<()> {
+    let mut top = Top::default();
+    let mut scope = Scope::default();
+    let result = (|| {
+        for s in &p.stmts {
+            scope.stmt(s).map_err(|e| err(format!("[mlx-fuzz] invalid program: {e}")))?;
+            match s {
+                Stmt::Let { out, op } => {
+                    let arrays = apply(op, &|r| top.get(r), &|f| top.func(f))?;
+                    match &scope.vals[out] {
+                        Val::One(Some(t)) => agree(op.name(), &arrays[0], t),
+                        Val::Group(g) => {
+                            assert_eq!(arrays.len(), g.len(), "[mlx-fuzz model] {}: MLX returned {} arrays, the IR says {}", op.name(), arrays.len(), g.len());
+                            for (a, t) in arrays.iter().zip(g) {
+                                agree(op.name(), a, t.as_ref().unwrap());
+                            }
+                        }
+                        Val::One(None) => unreachable!(),
+                    }
+                    top.vals.insert(*out, Slots::new(&arrays));
+                    top.order.push(Name::V(*out));
+                }
+                Stmt::Def { id, def } => {
+                    let f = match def {
+                        FnDef::Closure { .. } => closure(def, &top)?,
+                        _ => {
+                            let inner = def.inner().unwrap();
+                            let n = scope_params(&scope, inner, def);
+                            transformed(def, top.func(inner)?, n, mode)?
+                        }
+                    };
+                    top.fns.insert(*id, f);
+                    top.order.push(Name::F(*id));
+                }
+                Stmt::Eval { refs, asynchronous } => {
+                    let arrays: Vec<Array> = refs.iter().map(|r| top.get(*r)).collect::<mlx::Result<_>>()?;
+                    if *asynchronous {
+                        bf::async_eval(&arrays)?;
+                    } else {
+                        mlx::eval(&arrays)?;
+                    }
+                    if let Some(o) = obs.as_deref_mut() {
+                        for a in &arrays {
+                            observe(a, o)?;
+                        }
+                    }
+                }
+                Stmt::Synchronize => mlx::synchronize()?,
+                Stmt::Drop(v) => drop(top.vals.remove(v)),
+                Stmt::DropFn(f) => drop(top.fns.remove(f)),
+                Stmt::Assign { dst, src, how } => {
+                    let (dv, di) = Top::slot(*dst);
+                    match how {
+                        How::Copy => {
+                            let a = top.get(*src)?;
+                            top.slots(dv)?.assign_copy(di, &a)?;
+                        }
+                        How::Overwrite => {
+                            let a = top.get(*src)?;
+                            top.slots(dv)?.overwrite(di, &a)?;
+                        }
+                        How::Move => {
+                            let (sv, si) = Top::slot(*src);
+                            if sv == dv {
+                                top.slots(dv)?.assign_move(di, None, si)?;
+                            } else {
+                                let mut from = top.vals.remove(&sv).ok_or_else(|| err(format!("[mlx-fuzz] {sv} is not in scope")))?;
+                                let r = top.slots(dv).and_then(|d| d.assign_move(di, Some(&mut from), si));
+                                top.vals.insert(sv, from);
+                                r?;
+                            }
+                        }
+                    }
+                }
+                Stmt::Erase { group, index } => top.slots(*group)?.erase(*index as usize)?,
+            }
+        }
+        Ok(())
+    })();
+    top.end();
+    result
+}
+
+/// How many primals a vjp/jvp of `inner` takes.
+fn scope_params(scope: &Scope, inner: FnId, _def: &FnDef) -> usize {
+    // `scope` already holds the new definition; the inner one is unchanged.
+    scope.fns.get(&inner).map(|s| s.params.len()).unwrap_or(0)
+}
+
+/// Where `a` and `b` differ beyond the tolerance, if they do.
+pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
+    let (abs, rel) = TOLERANCE;
+    let mut worst = 0.0f64;
+    if a.values.len() != b.values.len() {
+        return (Some(format!("{} values evaluated, {} eagerly", a.values.len(), b.values.len())), worst);
+    }
+    for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
+        if va.len() != vb.len() {
+            return (Some(format!("value {k}: {} elements, {} eagerly", va.len(), vb.len())), worst);
+        }
+        for (j, (x, y)) in va.iter().zip(vb).enumerate() {
+            if x.is_nan() && y.is_nan() || x == y {
+                continue;
+            }
+            let d = (x - y).abs();
+            if y.is_finite() && *y != 0.0 {
+                worst = worst.max(d / y.abs());
+            }
+            if !(d <= abs + rel * y.abs()) {
+                return (Some(format!("value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly")), worst);
+            }
+        }
+    }
+    (None, worst)
+}
+
+fn census() -> Option<i64> {
+    bf::live_array_descs()
+}
+
+/// Runs `p` as the oracle needs: as written (a warm-up, with its values),
+/// again with memory and descriptors measured, and eagerly.
+pub fn measure(p: &Program) -> Outcome {
+    let mut o = Outcome::default();
+    let mut written = Observed { digest: FNV_START, ..Default::default() };
+    match run(p, Mode::AsWritten, Some(&mut written)) {
+        Err(e) => o.error = Some(e.message().to_string()),
+        Ok(()) => {
+            let _ = mlx::synchronize();
+            let (bytes, descs) = (mlx::memory::active() as i64, census());
+            let again = run(p, Mode::AsWritten, None);
+            let _ = mlx::synchronize();
+            o.leaked_bytes = mlx::memory::active() as i64 - bytes;
+            o.leaked_descriptors = census().zip(descs).map(|(a, b)| a - b);
+            if let Err(e) = again {
+                o.error = Some(format!("on the second run only: {}", e.message()));
+            }
+        }
+    }
+    o.digest = written.digest;
+    let mut eager = Observed { digest: FNV_START, ..Default::default() };
+    match run(p, Mode::Eager, Some(&mut eager)) {
+        Err(e) => o.eager_error = Some(e.message().to_string()),
+        Ok(()) if o.error.is_none() => (o.mismatch, o.max_rel_diff) = compare(&written, &eager),
+        Ok(()) => {}
+    }
+    o
+}
+
+/// Whether `mx.compile` can do anything here: on the CPU MLX compiles only
+/// if `g++ --version` runs, and `MLX_DISABLE_COMPILE` turns it off. Without
+/// it nothing leaks and nothing is compiled, so the worker refuses.
+pub fn compile_is_live() -> Result<(), String> {
+    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
+        return Err("MLX_DISABLE_COMPILE is set: compile would do nothing".into());
+    }
+    match std::process::Command::new("g++").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("`g++ --version` does not run: MLX's CPU compile would do nothing".into()),
+    }
+}
+
+fn print_outcome(i: u64, p: &Program) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "start {i}");
+    let _ = out.flush();
+    drop(out);
+    let o = measure(p);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "outcome {i} {}", serde_json::to_string(&o).expect("an outcome serializes"));
+    let _ = out.flush();
+}
+
+const USAGE: &str = "usage: mlx-fuzz-worker seeds <seed> <first> <count> | program <file.json>";
+
+/// The worker process: see `mlx_fuzz::campaign` for its protocol.
+pub fn worker_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = compile_is_live() {
+        eprintln!("mlx-fuzz-worker: refusing to run: {e}");
+        return 2;
+    }
+    let num = |s: &String| s.parse::<u64>().map_err(|_| format!("not a number: {s}"));
+    let r = match args.as_slice() {
+        [cmd, seed, first, count] if cmd == "seeds" => (|| {
+            let (seed, first, count) = (num(seed)?, num(first)?, num(count)?);
+            for i in first..first + count {
+                print_outcome(i, &mlx_fuzz::program_of_seed(seed, i));
+            }
+            Ok(())
+        })(),
+        [cmd, file] if cmd == "program" => std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}")).and_then(|s| Program::from_json(&s)).map(|p| print_outcome(0, &p)),
+        _ => Err(USAGE.to_string()),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("mlx-fuzz-worker: {e}");
+            2
+        }
+    }
+}

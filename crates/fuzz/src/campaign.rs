@@ -1,0 +1,207 @@
+//! Runs programs in a worker process and survives it: a crash or a hang is
+//! a finding about the program that was running, and the campaign goes on
+//! in a new worker from the next program.
+//!
+//! The worker's protocol, one line each on stdout: `start <index>` before a
+//! program runs, `outcome <index> <json>` after ([`Outcome`]). Commands:
+//! `seeds <seed> <first> <count>` (programs from [`crate::program_of_seed`])
+//! and `program <file>` (one program, as JSON, with index 0).
+
+use crate::oracle::{first_line, judge, Finding, Kind, Outcome};
+use crate::Program;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A worker executable for one variant, and the environment it runs in.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    pub exe: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// A program that gives no answer in this long is a hang.
+    pub timeout: Duration,
+}
+
+/// What happened to one program.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Ran(u64, Outcome),
+    /// The worker died while running it: signal or exit code, and the first
+    /// line that says why (a sanitizer's `ERROR:` line, glibc's message).
+    Crashed(u64, String),
+    Hung(u64),
+}
+
+impl Event {
+    pub fn index(&self) -> u64 {
+        match self {
+            Event::Ran(i, _) | Event::Crashed(i, _) | Event::Hung(i) => *i,
+        }
+    }
+
+    /// The findings this event is.
+    pub fn findings(&self) -> Vec<Finding> {
+        match self {
+            Event::Ran(_, o) => judge(o),
+            Event::Crashed(_, why) => vec![Finding { kind: Kind::Crash, detail: why.clone() }],
+            Event::Hung(_) => vec![Finding { kind: Kind::Hang, detail: String::new() }],
+        }
+    }
+}
+
+/// Why a worker died, from its exit status and what it wrote on stderr.
+fn crash_reason(status: std::process::ExitStatus, stderr: &str) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match (status.signal(), status.code()) {
+        (Some(s), _) => format!("signal {s}"),
+        (_, Some(c)) => format!("exit {c}"),
+        _ => "unknown".into(),
+    };
+    let markers = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer", "double free", "free(): ", "malloc(): ", "corrupted", "terminate called", "panicked at"];
+    let why = stderr.lines().find(|l| markers.iter().any(|m| l.contains(m))).map(first_line);
+    match why {
+        Some(w) => format!("{how}: {w}"),
+        None => how,
+    }
+}
+
+impl Worker {
+    fn spawn(&self, args: &[String]) -> Result<std::process::Child, String> {
+        Command::new(&self.exe)
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run the worker {}: {e}", self.exe.display()))
+    }
+
+    /// Runs programs `first..first + count` of `seed`, calling `each` per
+    /// program in order, restarting the worker after a crash or hang.
+    pub fn run_seeds(&self, seed: u64, first: u64, count: u64, mut each: impl FnMut(Event)) -> Result<(), String> {
+        let end = first + count;
+        let mut next = first;
+        while next < end {
+            let args = vec!["seeds".to_string(), seed.to_string(), next.to_string(), (end - next).to_string()];
+            next = self.session(&args, next, &mut each)?;
+        }
+        Ok(())
+    }
+
+    /// One program in a fresh worker: its event.
+    pub fn run_program(&self, p: &Program) -> Result<Event, String> {
+        let dir = std::env::temp_dir().join(format!("mlx-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let file = dir.join("program.json");
+        std::fs::write(&file, p.to_json()).map_err(|e| e.to_string())?;
+        let mut got = None;
+        self.session(&["program".to_string(), file.display().to_string()], 0, &mut |e| got = Some(e))?;
+        got.ok_or_else(|| "the worker reported nothing for the program".to_string())
+    }
+
+    /// One worker process; returns the index to resume from.
+    fn session(&self, args: &[String], first: u64, each: &mut dyn FnMut(Event)) -> Result<u64, String> {
+        let mut child = self.spawn(args)?;
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let err = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = stderr.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        });
+        let mut running: Option<u64> = None;
+        let mut next = first;
+        let mut deadline = Instant::now() + self.timeout;
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Ok(line)) => {
+                    let mut words = line.splitn(3, ' ');
+                    match (words.next(), words.next().and_then(|i| i.parse::<u64>().ok()), words.next()) {
+                        (Some("start"), Some(i), _) => {
+                            running = Some(i);
+                            deadline = Instant::now() + self.timeout;
+                        }
+                        (Some("outcome"), Some(i), Some(json)) => {
+                            let o: Outcome = serde_json::from_str(json).map_err(|e| format!("the worker's outcome line is not an outcome ({e}): {line}"))?;
+                            running = None;
+                            next = i + 1;
+                            each(Event::Ran(i, o));
+                        }
+                        _ => {} // the worker's own prose
+                    }
+                }
+                Ok(Err(e)) => return Err(format!("reading the worker: {e}")),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = child.wait().map_err(|e| e.to_string())?;
+                    let stderr = err.join().unwrap_or_default();
+                    return match running {
+                        Some(i) => {
+                            each(Event::Crashed(i, crash_reason(status, &stderr)));
+                            Ok(i + 1)
+                        }
+                        None if status.success() => Ok(next),
+                        None => Err(format!("the worker failed between programs ({status}): {}", stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))),
+                    };
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let i = running.unwrap_or(next);
+                    each(Event::Hung(i));
+                    return Ok(i + 1);
+                }
+            }
+        }
+    }
+}
+
+/// Counts per finding kind, and the first programs of each distinct finding.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    pub programs: u64,
+    pub by_kind: std::collections::BTreeMap<Kind, u64>,
+    /// Distinct (kind, detail), with the first program index that showed it.
+    pub distinct: Vec<(Finding, u64)>,
+}
+
+impl Tally {
+    pub fn add(&mut self, e: &Event) {
+        self.programs += 1;
+        for f in e.findings() {
+            *self.by_kind.entry(f.kind).or_default() += 1;
+            let key = Finding { kind: f.kind, detail: if f.kind == Kind::Leak { String::new() } else { f.detail.clone() } };
+            if !self.distinct.iter().any(|(d, _)| *d == key) {
+                self.distinct.push((key, e.index()));
+            }
+        }
+    }
+
+    pub fn summary(&self) -> String {
+        let kinds: Vec<String> = self.by_kind.iter().map(|(k, n)| format!("{} {n}", k.name())).collect();
+        format!("{} programs; findings: {}", self.programs, if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") })
+    }
+}
+
+/// Whether `p` still shows `want` in a fresh worker. A leak can depend on
+/// hash-map order, which changes from process to process, so a leak gets
+/// `tries` processes to show itself.
+pub fn still_fails(worker: &Worker, p: &Program, want: &Finding, tries: usize) -> bool {
+    let tries = if want.kind == Kind::Leak { tries.max(1) } else { 1 };
+    (0..tries).any(|_| worker.run_program(p).is_ok_and(|e| e.findings().iter().any(|f| crate::oracle::same_failure(want, f))))
+}
+
+/// `p` shrunk on the IR while it still shows `want`; the number of
+/// candidates tried.
+pub fn shrink_finding(worker: &Worker, p: &Program, want: &Finding) -> (Program, usize) {
+    crate::shrink::shrink(p, |c| still_fails(worker, c, want, 2))
+}

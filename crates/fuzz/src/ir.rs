@@ -1,0 +1,690 @@
+//! The program IR: straight-line programs over MLX arrays, typed so that
+//! every program the generator or the shrinker makes is valid by
+//! construction ([`check`]).
+//!
+//! A value is a single array (`v3`) or a group (`g5`): the vector a
+//! multi-output op or a function call returns, whose elements are released
+//! one by one (assigned over, moved from, erased). Functions are defined by
+//! [`Stmt::Def`]: a closure over parameters and captured values, or a
+//! transform of an earlier function. Constants come from explicit PRNG keys,
+//! so a program computes the same bits wherever it runs.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A value's name; closure parameters and locals share the numbering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Var(pub u32);
+
+/// A function's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FnId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dtype {
+    F32,
+    C64,
+    U32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ty {
+    pub dtype: Dtype,
+    pub shape: Vec<i32>,
+}
+
+impl Ty {
+    pub fn f32(shape: &[i32]) -> Ty {
+        Ty { dtype: Dtype::F32, shape: shape.to_vec() }
+    }
+
+    pub fn size(&self) -> i64 {
+        self.shape.iter().map(|&d| d as i64).product()
+    }
+
+    pub fn is_f32(&self) -> bool {
+        self.dtype == Dtype::F32
+    }
+}
+
+/// An operand: a single value, or element `i` of a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Ref {
+    Var(Var),
+    Elem(Var, u32),
+}
+
+impl Ref {
+    pub fn var(self) -> Var {
+        match self {
+            Ref::Var(v) | Ref::Elem(v, _) => v,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Unary {
+    Abs,
+    Negative,
+    Exp,
+    Square,
+    Sqrt,
+    StopGradient,
+    /// All axes reversed.
+    Transpose,
+    /// complex64 to float32.
+    Real,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Binary {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Maximum,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Reduce {
+    Sum,
+    Mean,
+}
+
+/// The linear-algebra factorizations: multi-output ops of square matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Linalg {
+    Qr,
+    Svd,
+    Eigh,
+    Eig,
+    Lu,
+    LuFactor,
+}
+
+pub const LINALG: [Linalg; 6] = [Linalg::Qr, Linalg::Svd, Linalg::Eigh, Linalg::Eig, Linalg::Lu, Linalg::LuFactor];
+
+/// `quantize`'s fixed parameters: 4 bits in groups of 32.
+pub const QUANT_GROUP: i32 = 32;
+pub const QUANT_BITS: i32 = 4;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    // ---- single output ----
+    /// `random::normal(shape, float32, 0, 1, random::key(seed))`.
+    Normal { shape: Vec<i32>, seed: u32 },
+    Unary(Unary, Ref),
+    /// Element-wise, with broadcasting.
+    Binary(Binary, Ref, Ref),
+    Matmul(Ref, Ref),
+    Reshape(Ref, Vec<i32>),
+    Slice { a: Ref, start: Vec<i32>, stop: Vec<i32> },
+    Concat { parts: Vec<Ref>, axis: i32 },
+    Reduce { how: Reduce, a: Ref, axis: i32 },
+    // ---- multi-output: the result is a group ----
+    Split { a: Ref, parts: i32, axis: i32 },
+    SplitAt { a: Ref, indices: Vec<i32>, axis: i32 },
+    Divmod(Ref, Ref),
+    Linalg(Linalg, Ref),
+    Quantize(Ref),
+    Depends { inputs: Vec<Ref>, deps: Vec<Ref> },
+    /// `random::split(random::key(seed))`: two keys.
+    KeySplit { seed: u32 },
+    /// A call of a defined function: its results, as a group.
+    Call { f: FnId, args: Vec<Ref> },
+}
+
+impl Op {
+    /// Whether the op returns a group (a vector) rather than one array.
+    pub fn is_group(&self) -> bool {
+        matches!(
+            self,
+            Op::Split { .. } | Op::SplitAt { .. } | Op::Divmod(..) | Op::Linalg(..) | Op::Quantize(_) | Op::Depends { .. } | Op::KeySplit { .. } | Op::Call { .. }
+        )
+    }
+
+    /// The operands, in order.
+    pub fn refs(&self) -> Vec<Ref> {
+        match self {
+            Op::Normal { .. } | Op::KeySplit { .. } => vec![],
+            Op::Unary(_, a) | Op::Reshape(a, _) | Op::Slice { a, .. } | Op::Reduce { a, .. } | Op::Split { a, .. } | Op::SplitAt { a, .. } | Op::Linalg(_, a) | Op::Quantize(a) => vec![*a],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Divmod(a, b) => vec![*a, *b],
+            Op::Concat { parts, .. } => parts.clone(),
+            Op::Depends { inputs, deps } => inputs.iter().chain(deps).copied().collect(),
+            Op::Call { args, .. } => args.clone(),
+        }
+    }
+
+    pub fn refs_mut(&mut self) -> Vec<&mut Ref> {
+        match self {
+            Op::Normal { .. } | Op::KeySplit { .. } => vec![],
+            Op::Unary(_, a) | Op::Reshape(a, _) | Op::Slice { a, .. } | Op::Reduce { a, .. } | Op::Split { a, .. } | Op::SplitAt { a, .. } | Op::Linalg(_, a) | Op::Quantize(a) => vec![a],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Divmod(a, b) => vec![a, b],
+            Op::Concat { parts, .. } => parts.iter_mut().collect(),
+            Op::Depends { inputs, deps } => inputs.iter_mut().chain(deps.iter_mut()).collect(),
+            Op::Call { args, .. } => args.iter_mut().collect(),
+        }
+    }
+
+    /// A short name for reports ("split", "compile" is not an op).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Normal { .. } => "normal",
+            Op::Unary(u, _) => match u {
+                Unary::Abs => "abs",
+                Unary::Negative => "negative",
+                Unary::Exp => "exp",
+                Unary::Square => "square",
+                Unary::Sqrt => "sqrt",
+                Unary::StopGradient => "stop_gradient",
+                Unary::Transpose => "transpose",
+                Unary::Real => "real",
+            },
+            Op::Binary(b, ..) => match b {
+                Binary::Add => "add",
+                Binary::Subtract => "subtract",
+                Binary::Multiply => "multiply",
+                Binary::Divide => "divide",
+                Binary::Maximum => "maximum",
+            },
+            Op::Matmul(..) => "matmul",
+            Op::Reshape(..) => "reshape",
+            Op::Slice { .. } => "slice",
+            Op::Concat { .. } => "concatenate",
+            Op::Reduce { how: Reduce::Sum, .. } => "sum",
+            Op::Reduce { how: Reduce::Mean, .. } => "mean",
+            Op::Split { .. } => "split",
+            Op::SplitAt { .. } => "split_at_indices",
+            Op::Divmod(..) => "divmod",
+            Op::Linalg(l, _) => match l {
+                Linalg::Qr => "qr",
+                Linalg::Svd => "svd",
+                Linalg::Eigh => "eigh",
+                Linalg::Eig => "eig",
+                Linalg::Lu => "lu",
+                Linalg::LuFactor => "lu_factor",
+            },
+            Op::Quantize(_) => "quantize",
+            Op::Depends { .. } => "depends",
+            Op::KeySplit { .. } => "random_split",
+            Op::Call { .. } => "call",
+        }
+    }
+}
+
+/// A function: a closure, or a transform of an earlier function.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FnDef {
+    /// Parameters, the values it captures (by value, when it is defined),
+    /// a body of `Let`s, and its results.
+    Closure { params: Vec<(Var, Ty)>, captures: Vec<Var>, body: Vec<Stmt>, results: Vec<Ref> },
+    Compile { f: FnId, shapeless: bool },
+    Checkpoint { f: FnId },
+    /// `custom_vjp(f, vjp)` with the fixed rule `vjp_i = primal_i * sum(cotangent_0)`.
+    CustomVjp { f: FnId },
+    /// `(primals..., cotangents...) -> (outputs..., vjps...)`.
+    Vjp { f: FnId },
+    /// `(primals..., tangents...) -> (outputs..., jvps...)`.
+    Jvp { f: FnId },
+    /// Mapped over a new leading axis of size [`VMAP_SIZE`] on every input and output.
+    Vmap { f: FnId },
+}
+
+pub const VMAP_SIZE: i32 = 2;
+
+impl FnDef {
+    /// The function it transforms, if it is a transform.
+    pub fn inner(&self) -> Option<FnId> {
+        match self {
+            FnDef::Closure { .. } => None,
+            FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::CustomVjp { f } | FnDef::Vjp { f } | FnDef::Jvp { f } | FnDef::Vmap { f } => Some(*f),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FnDef::Closure { .. } => "closure",
+            FnDef::Compile { shapeless: false, .. } => "compile",
+            FnDef::Compile { shapeless: true, .. } => "compile(shapeless)",
+            FnDef::Checkpoint { .. } => "checkpoint",
+            FnDef::CustomVjp { .. } => "custom_vjp",
+            FnDef::Vjp { .. } => "vjp",
+            FnDef::Jvp { .. } => "jvp",
+            FnDef::Vmap { .. } => "vmap",
+        }
+    }
+}
+
+/// How an assignment releases the value it replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum How {
+    /// `dst = src;`
+    Copy,
+    /// `dst = std::move(src);` (`src` is then moved from).
+    Move,
+    /// `dst.overwrite_descriptor(src);`
+    Overwrite,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Stmt {
+    Let { out: Var, op: Op },
+    Def { id: FnId, def: FnDef },
+    Eval { refs: Vec<Ref>, asynchronous: bool },
+    Synchronize,
+    /// The value's destructor (the end of its scope).
+    Drop(Var),
+    /// The function's last handle goes: a compiled one erases its cache entry.
+    DropFn(FnId),
+    Assign { dst: Ref, src: Ref, how: How },
+    /// `group.erase(group.begin() + index)`.
+    Erase { group: Var, index: u32 },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Program {
+    pub stmts: Vec<Stmt>,
+}
+
+impl Program {
+    /// Statements, those in closure bodies included.
+    pub fn len(&self) -> usize {
+        fn count(stmts: &[Stmt]) -> usize {
+            stmts
+                .iter()
+                .map(|s| match s {
+                    Stmt::Def { def: FnDef::Closure { body, .. }, .. } => 1 + count(body),
+                    _ => 1,
+                })
+                .sum()
+        }
+        count(&self.stmts)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stmts.is_empty()
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a program serializes")
+    }
+
+    pub fn from_json(s: &str) -> Result<Program, String> {
+        serde_json::from_str(s).map_err(|e| format!("not a program: {e}"))
+    }
+}
+
+/// A function's type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sig {
+    pub params: Vec<Ty>,
+    pub results: Vec<Ty>,
+}
+
+/// What a name holds while the program runs. `None`: moved from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    One(Option<Ty>),
+    Group(Vec<Option<Ty>>),
+}
+
+/// The names in scope at one point of a program, with their types.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub vals: BTreeMap<Var, Val>,
+    pub fns: BTreeMap<FnId, Sig>,
+}
+
+/// What an op returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Out {
+    One(Ty),
+    Group(Vec<Ty>),
+}
+
+pub type CheckResult<T> = Result<T, String>;
+
+fn ensure(ok: bool, what: impl FnOnce() -> String) -> CheckResult<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Numpy broadcasting of two shapes.
+pub fn broadcast(a: &[i32], b: &[i32]) -> Option<Vec<i32>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return None;
+        };
+    }
+    Some(out)
+}
+
+fn axis_of(axis: i32, rank: usize) -> CheckResult<usize> {
+    ensure(axis >= 0 && (axis as usize) < rank, || format!("axis {axis} of a rank-{rank} array"))?;
+    Ok(axis as usize)
+}
+
+impl Scope {
+    /// The type of a live operand.
+    pub fn ty(&self, r: Ref) -> CheckResult<&Ty> {
+        match (self.vals.get(&r.var()), r) {
+            (Some(Val::One(Some(t))), Ref::Var(_)) => Ok(t),
+            (Some(Val::Group(g)), Ref::Elem(_, i)) => match g.get(i as usize) {
+                Some(Some(t)) => Ok(t),
+                Some(None) => Err(format!("{r:?} was moved from")),
+                None => Err(format!("{r:?} is past the group's end ({})", g.len())),
+            },
+            (Some(Val::One(None)), _) => Err(format!("{r:?} was moved from")),
+            (Some(_), _) => Err(format!("{r:?}: a single and a group confused")),
+            (None, _) => Err(format!("{r:?} is not in scope")),
+        }
+    }
+
+    fn f32(&self, r: Ref) -> CheckResult<&Ty> {
+        let t = self.ty(r)?;
+        ensure(t.is_f32(), || format!("{r:?} is {:?}, not float32", t.dtype))?;
+        Ok(t)
+    }
+
+    /// Whether a slot exists (live or moved from), for assignment targets.
+    fn slot_exists(&self, r: Ref) -> bool {
+        match (self.vals.get(&r.var()), r) {
+            (Some(Val::One(_)), Ref::Var(_)) => true,
+            (Some(Val::Group(g)), Ref::Elem(_, i)) => (i as usize) < g.len(),
+            _ => false,
+        }
+    }
+
+    fn set_slot(&mut self, r: Ref, t: Option<Ty>) {
+        match (self.vals.get_mut(&r.var()), r) {
+            (Some(Val::One(s)), Ref::Var(_)) => *s = t,
+            (Some(Val::Group(g)), Ref::Elem(_, i)) => g[i as usize] = t,
+            _ => unreachable!("checked by slot_exists"),
+        }
+    }
+
+    /// What `op` returns here, or why it is not valid here.
+    pub fn op_type(&self, op: &Op) -> CheckResult<Out> {
+        use Out::*;
+        Ok(match op {
+            Op::Normal { shape, .. } => {
+                ensure(shape.iter().all(|&d| d > 0), || format!("shape {shape:?}"))?;
+                One(Ty::f32(shape))
+            }
+            Op::Unary(u, a) => {
+                let t = self.ty(*a)?;
+                match u {
+                    Unary::Real => {
+                        ensure(t.dtype == Dtype::C64, || format!("real of {:?}", t.dtype))?;
+                        One(Ty::f32(&t.shape))
+                    }
+                    Unary::Transpose => {
+                        ensure(t.is_f32(), || "transpose of a non-float".into())?;
+                        One(Ty::f32(&t.shape.iter().rev().copied().collect::<Vec<_>>()))
+                    }
+                    _ => One(self.f32(*a)?.clone()),
+                }
+            }
+            Op::Binary(_, a, b) | Op::Divmod(a, b) => {
+                let (ta, tb) = (self.f32(*a)?, self.f32(*b)?);
+                let s = broadcast(&ta.shape, &tb.shape).ok_or_else(|| format!("{:?} and {:?} do not broadcast", ta.shape, tb.shape))?;
+                if matches!(op, Op::Divmod(..)) {
+                    Group(vec![Ty::f32(&s), Ty::f32(&s)])
+                } else {
+                    One(Ty::f32(&s))
+                }
+            }
+            Op::Matmul(a, b) => {
+                let (ta, tb) = (self.f32(*a)?, self.f32(*b)?);
+                ensure(ta.shape.len() == 2 && tb.shape.len() == 2 && ta.shape[1] == tb.shape[0], || format!("matmul of {:?} and {:?}", ta.shape, tb.shape))?;
+                One(Ty::f32(&[ta.shape[0], tb.shape[1]]))
+            }
+            Op::Reshape(a, shape) => {
+                let t = self.f32(*a)?;
+                ensure(shape.iter().all(|&d| d > 0) && Ty::f32(shape).size() == t.size(), || format!("reshape {:?} to {shape:?}", t.shape))?;
+                One(Ty::f32(shape))
+            }
+            Op::Slice { a, start, stop } => {
+                let t = self.f32(*a)?;
+                ensure(start.len() == t.shape.len() && stop.len() == t.shape.len(), || "slice rank".into())?;
+                let mut shape = Vec::new();
+                for i in 0..t.shape.len() {
+                    ensure(0 <= start[i] && start[i] < stop[i] && stop[i] <= t.shape[i], || format!("slice {start:?}..{stop:?} of {:?}", t.shape))?;
+                    shape.push(stop[i] - start[i]);
+                }
+                One(Ty::f32(&shape))
+            }
+            Op::Concat { parts, axis } => {
+                ensure(!parts.is_empty(), || "concatenate of nothing".into())?;
+                let first = self.f32(parts[0])?.clone();
+                let ax = axis_of(*axis, first.shape.len())?;
+                let mut shape = first.shape.clone();
+                for p in &parts[1..] {
+                    let t = self.f32(*p)?;
+                    ensure(t.shape.len() == shape.len() && (0..shape.len()).all(|i| i == ax || t.shape[i] == shape[i]), || format!("concatenate {:?} with {:?}", first.shape, t.shape))?;
+                    shape[ax] += t.shape[ax];
+                }
+                One(Ty::f32(&shape))
+            }
+            Op::Reduce { a, axis, .. } => {
+                let t = self.f32(*a)?;
+                let ax = axis_of(*axis, t.shape.len())?;
+                let mut shape = t.shape.clone();
+                shape.remove(ax);
+                One(Ty::f32(&shape))
+            }
+            Op::Split { a, parts, axis } => {
+                let t = self.f32(*a)?;
+                let ax = axis_of(*axis, t.shape.len())?;
+                ensure(*parts > 0 && t.shape[ax] % parts == 0, || format!("split {:?} in {parts} along {axis}", t.shape))?;
+                let mut shape = t.shape.clone();
+                shape[ax] /= parts;
+                Group(vec![Ty::f32(&shape); *parts as usize])
+            }
+            Op::SplitAt { a, indices, axis } => {
+                let t = self.f32(*a)?;
+                let ax = axis_of(*axis, t.shape.len())?;
+                let mut last = 0;
+                let mut out = Vec::new();
+                for &i in indices.iter().chain(std::iter::once(&t.shape[ax])) {
+                    ensure(i > last && i <= t.shape[ax], || format!("split {:?} at {indices:?}", t.shape))?;
+                    let mut shape = t.shape.clone();
+                    shape[ax] = i - last;
+                    out.push(Ty::f32(&shape));
+                    last = i;
+                }
+                Group(out)
+            }
+            Op::Linalg(l, a) => {
+                let t = self.f32(*a)?;
+                ensure(t.shape.len() == 2 && t.shape[0] == t.shape[1], || format!("{} of {:?}", op.name(), t.shape))?;
+                let n = t.shape[0];
+                let (m, v) = (Ty::f32(&[n, n]), Ty::f32(&[n]));
+                let c = |s: &[i32]| Ty { dtype: Dtype::C64, shape: s.to_vec() };
+                let u = Ty { dtype: Dtype::U32, shape: vec![n] };
+                Group(match l {
+                    Linalg::Qr => vec![m.clone(), m],
+                    Linalg::Svd => vec![m.clone(), v, m],
+                    Linalg::Eigh => vec![v, m],
+                    Linalg::Eig => vec![c(&[n]), c(&[n, n])],
+                    Linalg::Lu => vec![u, m.clone(), m],
+                    Linalg::LuFactor => vec![m, u],
+                })
+            }
+            Op::Quantize(a) => {
+                let t = self.f32(*a)?;
+                ensure(t.shape.len() == 2 && t.shape[1] % QUANT_GROUP == 0, || format!("quantize of {:?}", t.shape))?;
+                let (r, c) = (t.shape[0], t.shape[1]);
+                let packed = Ty { dtype: Dtype::U32, shape: vec![r, c * QUANT_BITS / 32] };
+                let g = Ty::f32(&[r, c / QUANT_GROUP]);
+                Group(vec![packed, g.clone(), g])
+            }
+            Op::Depends { inputs, deps } => {
+                ensure(!inputs.is_empty() && !deps.is_empty(), || "depends needs inputs and dependencies".into())?;
+                for d in deps {
+                    self.ty(*d)?;
+                }
+                Group(inputs.iter().map(|i| self.ty(*i).cloned()).collect::<CheckResult<_>>()?)
+            }
+            Op::KeySplit { .. } => Group(vec![Ty { dtype: Dtype::U32, shape: vec![2] }; 2]),
+            Op::Call { f, args } => {
+                let sig = self.fns.get(f).ok_or_else(|| format!("{f:?} is not defined here"))?;
+                ensure(sig.params.len() == args.len(), || format!("{f:?} takes {} arguments, given {}", sig.params.len(), args.len()))?;
+                for (p, a) in sig.params.iter().zip(args) {
+                    let t = self.ty(*a)?;
+                    ensure(t == p, || format!("{f:?} takes {p:?}, given {t:?}"))?;
+                }
+                Group(sig.results.clone())
+            }
+        })
+    }
+
+    /// The signature of `def` here.
+    pub fn def_type(&self, def: &FnDef) -> CheckResult<Sig> {
+        let inner = |f: &FnId| self.fns.get(f).cloned().ok_or_else(|| format!("{f:?} is not defined here"));
+        let all_f32 = |tys: &[Ty]| tys.iter().all(Ty::is_f32);
+        Ok(match def {
+            FnDef::Closure { params, captures, body, results } => {
+                let mut inside = Scope { vals: BTreeMap::new(), fns: self.fns.clone() };
+                for c in captures {
+                    let v = self.vals.get(c).ok_or_else(|| format!("captured {c:?} is not in scope"))?;
+                    let live = match v {
+                        Val::One(t) => t.is_some(),
+                        Val::Group(g) => g.iter().all(Option::is_some),
+                    };
+                    ensure(live, || format!("captured {c:?} holds a moved-from array"))?;
+                    inside.vals.insert(*c, v.clone());
+                }
+                for (p, t) in params {
+                    ensure(inside.vals.insert(*p, Val::One(Some(t.clone()))).is_none(), || format!("{p:?} named twice"))?;
+                }
+                for s in body {
+                    let Stmt::Let { .. } = s else { return Err("a closure body holds only Lets".into()) };
+                    inside.stmt(s)?;
+                }
+                ensure(!results.is_empty(), || "a closure returns at least one array".into())?;
+                Sig { params: params.iter().map(|(_, t)| t.clone()).collect(), results: results.iter().map(|r| inside.ty(*r).cloned()).collect::<CheckResult<_>>()? }
+            }
+            FnDef::Compile { f, .. } | FnDef::Checkpoint { f } => inner(f)?,
+            FnDef::CustomVjp { f } => {
+                let s = inner(f)?;
+                ensure(all_f32(&s.params) && s.results.first().is_some_and(Ty::is_f32), || "custom_vjp needs float inputs and a float first output".into())?;
+                s
+            }
+            FnDef::Vjp { f } => {
+                let s = inner(f)?;
+                ensure(all_f32(&s.params) && all_f32(&s.results), || "vjp of a function with non-float inputs or outputs".into())?;
+                Sig { params: [s.params.clone(), s.results.clone()].concat(), results: [s.results, s.params].concat() }
+            }
+            FnDef::Jvp { f } => {
+                let s = inner(f)?;
+                ensure(all_f32(&s.params) && all_f32(&s.results), || "jvp of a function with non-float inputs or outputs".into())?;
+                Sig { params: [s.params.clone(), s.params].concat(), results: [s.results.clone(), s.results].concat() }
+            }
+            FnDef::Vmap { f } => {
+                let s = inner(f)?;
+                ensure(!s.params.is_empty(), || "vmap of a function without inputs".into())?;
+                let batched = |t: &Ty| Ty { dtype: t.dtype, shape: [&[VMAP_SIZE][..], &t.shape].concat() };
+                Sig { params: s.params.iter().map(batched).collect(), results: s.results.iter().map(batched).collect() }
+            }
+        })
+    }
+
+    /// Checks one statement and applies it to the scope.
+    pub fn stmt(&mut self, s: &Stmt) -> CheckResult<()> {
+        match s {
+            Stmt::Let { out, op } => {
+                ensure(!self.vals.contains_key(out), || format!("{out:?} named twice"))?;
+                let v = match self.op_type(op)? {
+                    Out::One(t) => Val::One(Some(t)),
+                    Out::Group(g) => Val::Group(g.into_iter().map(Some).collect()),
+                };
+                self.vals.insert(*out, v);
+            }
+            Stmt::Def { id, def } => {
+                ensure(!self.fns.contains_key(id), || format!("{id:?} defined twice"))?;
+                let sig = self.def_type(def)?;
+                self.fns.insert(*id, sig);
+            }
+            Stmt::Eval { refs, .. } => {
+                ensure(!refs.is_empty(), || "eval of nothing".into())?;
+                for r in refs {
+                    self.ty(*r)?;
+                }
+            }
+            Stmt::Synchronize => {}
+            Stmt::Drop(v) => {
+                self.vals.remove(v).ok_or_else(|| format!("drop of {v:?}, not in scope"))?;
+            }
+            Stmt::DropFn(f) => {
+                self.fns.remove(f).ok_or_else(|| format!("drop of {f:?}, not defined"))?;
+            }
+            Stmt::Assign { dst, src, how } => {
+                let t = self.ty(*src)?.clone();
+                ensure(self.slot_exists(*dst), || format!("assignment to {dst:?}, which is not a slot here"))?;
+                match how {
+                    How::Copy => self.set_slot(*dst, Some(t)),
+                    How::Move => {
+                        ensure(dst != src, || "self-move-assignment".into())?;
+                        self.set_slot(*src, None);
+                        self.set_slot(*dst, Some(t));
+                    }
+                    How::Overwrite => {
+                        // Only a live array has a descriptor to overwrite.
+                        self.ty(*dst)?;
+                        self.set_slot(*dst, Some(t));
+                    }
+                }
+            }
+            Stmt::Erase { group, index } => match self.vals.get_mut(group) {
+                Some(Val::Group(g)) if (*index as usize) < g.len() => {
+                    g.remove(*index as usize);
+                }
+                _ => return Err(format!("erase of {group:?}[{index}]")),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Whether `p` is a valid program, and if not, why.
+pub fn check(p: &Program) -> CheckResult<()> {
+    let mut scope = Scope::default();
+    for (i, s) in p.stmts.iter().enumerate() {
+        scope.stmt(s).map_err(|e| format!("statement {i}: {e}"))?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl fmt::Display for FnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "f{}", self.0)
+    }
+}
+
+impl fmt::Display for Ref {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ref::Var(v) => write!(f, "{v}"),
+            Ref::Elem(v, i) => write!(f, "{v}[{i}]"),
+        }
+    }
+}

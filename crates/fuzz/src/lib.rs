@@ -1,0 +1,20 @@
+//! A graph-lifetime fuzzer for MLX, engine-independent: this crate links no
+//! MLX. It makes random valid programs over MLX's API ([`gen`]) in a typed
+//! IR ([`ir`]), decides what a run's measurements mean ([`oracle`]), runs a
+//! worker process that executes programs on one MLX variant and survives
+//! its crashes ([`campaign`]), shrinks a failing program on the IR
+//! ([`shrink`]) and prints it as a standalone C++ program ([`cpp`]).
+//!
+//! The worker (`mlx-fuzz-exec`) links MLX through the bridge; one worker
+//! per variant, since two MLX builds cannot share a process.
+
+pub mod campaign;
+pub mod cpp;
+pub mod gen;
+pub mod ir;
+pub mod oracle;
+pub mod shrink;
+
+pub use gen::{generate, program_of_seed};
+pub use ir::{check, Program};
+pub use oracle::{judge, Finding, Kind, Outcome};

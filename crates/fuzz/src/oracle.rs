@@ -1,0 +1,151 @@
+//! What one run of a program measured ([`Outcome`], written by the worker),
+//! and what of it is a finding ([`judge`]). Engine-independent: the worker
+//! measures, this module decides.
+
+use serde::{Deserialize, Serialize};
+
+/// One program, as the worker ran it: as written, then again after a
+/// warm-up with the memory measured, then with every `compile` replaced by
+/// the function it compiles (the eager reference).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// MLX's message, if running the program as written threw.
+    pub error: Option<String>,
+    /// The same for the eager reference.
+    pub eager_error: Option<String>,
+    /// Active memory after the measured run, everything dropped, compiled
+    /// functions erased and the stream synchronized, minus before it.
+    pub leaked_bytes: i64,
+    /// The same for live array descriptors, on a census build.
+    pub leaked_descriptors: Option<i64>,
+    /// FNV-1a over the bits of every value the program evaluated, in order.
+    pub digest: u64,
+    /// Where the as-written values differ from the eager ones beyond
+    /// [`TOLERANCE`], if they do.
+    pub mismatch: Option<String>,
+    /// The largest relative difference compiled against eager (for the
+    /// tolerance's measurement).
+    pub max_rel_diff: f64,
+}
+
+/// Compiled against eager: `|a - b| <= ABS + REL * |b|`. Fusion reorders
+/// float operations, so compiled results may differ in the last bits.
+pub const TOLERANCE: (f64, f64) = (1e-5, 1e-4);
+
+/// MLX's documented "not supported" answers: a transform that raises one of
+/// these where eager evaluation succeeds is intended behaviour, not a
+/// finding. Each entry: a fragment of MLX's message, and why it is allowed.
+pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
+    ("not implemented", "a primitive without this transform (vjp, jvp or vmap)"),
+    ("Not implemented", "a primitive without this transform (vjp, jvp or vmap)"),
+    ("cannot infer output shapes", "a shapeless compile of an op whose output shape depends on its input's"),
+    ("cannot be shapeless", "a shapeless compile of an op that needs fixed shapes"),
+    ("compile a function with uncaptured inputs", "a compiled function that also uses one of its arguments as a captured array: MLX refuses that by design"),
+];
+
+/// Why `error` is allowed, if it is a documented not-implemented case.
+pub fn not_implemented(error: &str) -> Option<&'static str> {
+    NOT_IMPLEMENTED.iter().find(|(m, _)| error.contains(m)).map(|(_, why)| *why)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Kind {
+    /// Memory or descriptors left behind after everything was dropped.
+    Leak,
+    /// The worker died (a signal, a sanitizer report, an abort).
+    Crash,
+    /// A transform raised where the eager program did not.
+    TransformError,
+    /// Compiled values differ from eager beyond the tolerance.
+    Mismatch,
+    /// The same program computed other bits on another variant.
+    VariantsDiffer,
+    /// No answer within the time limit.
+    Hang,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [Kind::Leak, Kind::Crash, Kind::TransformError, Kind::Mismatch, Kind::VariantsDiffer, Kind::Hang];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Leak => "leak",
+            Kind::Crash => "crash",
+            Kind::TransformError => "transform-error",
+            Kind::Mismatch => "mismatch",
+            Kind::VariantsDiffer => "variants-differ",
+            Kind::Hang => "hang",
+        }
+    }
+}
+
+/// A finding: its kind and what identifies it (the failure a shrink step
+/// must keep: an error's message, a crash's signal or first report line).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: Kind,
+    pub detail: String,
+}
+
+/// The findings in one outcome. A program both versions reject (MLX's
+/// rules the generator does not model) is not a finding; nor is a
+/// documented not-implemented error.
+pub fn judge(o: &Outcome) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match (&o.error, &o.eager_error) {
+        (Some(e), None) if not_implemented(e).is_none() => out.push(Finding { kind: Kind::TransformError, detail: first_line(e) }),
+        (None, _) => {
+            if o.leaked_bytes != 0 || o.leaked_descriptors.unwrap_or(0) != 0 {
+                let descs = o.leaked_descriptors.map(|d| format!(", {d} descriptors")).unwrap_or_default();
+                out.push(Finding { kind: Kind::Leak, detail: format!("{} bytes{descs}", o.leaked_bytes) });
+            }
+            if let Some(m) = &o.mismatch {
+                out.push(Finding { kind: Kind::Mismatch, detail: m.clone() });
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether `f` is the same failure as `want`, for the shrinker: a leak is a
+/// leak whatever its size; a crash or error keeps its identifying line.
+pub fn same_failure(want: &Finding, f: &Finding) -> bool {
+    want.kind == f.kind && (matches!(want.kind, Kind::Leak | Kind::Mismatch | Kind::Hang) || want.detail == f.detail)
+}
+
+pub fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// FNV-1a, the digest of evaluated bits.
+pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+pub const FNV_START: u64 = 0xcbf29ce484222325;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_documented_not_implemented_error_is_not_a_finding_and_another_is() {
+        let mut o = Outcome { error: Some("[Eig::vjp] not implemented".into()), ..Default::default() };
+        assert!(judge(&o).is_empty());
+        o.error = Some("[compile] Internal error: some output is not in the tape".into());
+        assert_eq!(judge(&o), vec![Finding { kind: Kind::TransformError, detail: "[compile] Internal error: some output is not in the tape".into() }]);
+        // Both forms rejecting it: the program broke MLX's rules, not a bug.
+        o.eager_error = Some("shapes".into());
+        assert!(judge(&o).is_empty());
+    }
+
+    #[test]
+    fn any_retained_byte_or_descriptor_is_a_leak() {
+        let o = Outcome { leaked_bytes: 64, ..Default::default() };
+        assert_eq!(judge(&o)[0].kind, Kind::Leak);
+        let o = Outcome { leaked_descriptors: Some(3), ..Default::default() };
+        assert_eq!(judge(&o)[0].kind, Kind::Leak);
+        assert!(judge(&Outcome { leaked_descriptors: Some(0), ..Default::default() }).is_empty());
+    }
+}

@@ -133,21 +133,41 @@ fn apply(op: &Op, get: &dyn Fn(Ref) -> mlx::Result<Array>, fns: &dyn Fn(FnId) ->
     }
 }
 
-fn local(env: &HashMap<Var, Vec<Array>>, r: Ref) -> mlx::Result<Array> {
-    let (v, i) = match r {
-        Ref::Var(v) => (v, 0),
-        Ref::Elem(v, i) => (v, i as usize),
-    };
-    env.get(&v).and_then(|g| g.get(i)).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {r} is not in the closure's scope")))
+/// A closure's names while it runs, in order of declaration: captures (the
+/// lambda's own copies, never dropped by a call), then parameters and
+/// locals, which go in reverse order when it returns, as a C++ body's do.
+/// Handles are not copied more than the C++ program copies them: the
+/// destruction order decides whether pristine MLX breaks a sibling cycle.
+struct Frame<'a> {
+    caps: &'a [(Var, Vec<Array>)],
+    locals: Vec<(Var, Vec<Array>)>,
+}
+
+impl Frame<'_> {
+    fn get(&self, r: Ref) -> mlx::Result<Array> {
+        let (v, i) = match r {
+            Ref::Var(v) => (v, 0),
+            Ref::Elem(v, i) => (v, i as usize),
+        };
+        self.locals.iter().rev().chain(self.caps.iter()).find(|(n, _)| *n == v).and_then(|(_, g)| g.get(i)).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {r} is not in the closure's scope")))
+    }
+}
+
+impl Drop for Frame<'_> {
+    fn drop(&mut self) {
+        while let Some(last) = self.locals.pop() {
+            drop(last);
+        }
+    }
 }
 
 /// A closure's function: captures are copied now, as a C++ lambda's are.
 fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
     let FnDef::Closure { params, captures, body, results } = def else { unreachable!() };
-    let mut caps = HashMap::new();
+    let mut caps = Vec::new();
     for c in captures {
         let slots = top.vals.get(c).ok_or_else(|| err(format!("[mlx-fuzz] captured {c} is gone")))?;
-        caps.insert(*c, (0..slots.len()).map(|i| slots.get(i)).collect::<mlx::Result<Vec<_>>>()?);
+        caps.push((*c, (0..slots.len()).map(|i| slots.get(i)).collect::<mlx::Result<Vec<_>>>()?));
     }
     let mut fns = HashMap::new();
     for s in body {
@@ -161,17 +181,19 @@ fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
         if inputs.len() != params.len() {
             return Err(err(format!("[mlx-fuzz] closure of {} parameters called with {}", params.len(), inputs.len())));
         }
-        let mut env = caps.clone();
+        let mut frame = Frame { caps: &caps, locals: Vec::new() };
         for (p, a) in params.iter().zip(inputs) {
-            env.insert(*p, vec![a.clone()]);
+            frame.locals.push((*p, vec![a.clone()]));
         }
         for s in &body {
             if let Stmt::Let { out, op } = s {
-                let r = apply(op, &|r| local(&env, r), &|f| fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} not captured"))))?;
-                env.insert(*out, r);
+                let r = apply(op, &|r| frame.get(r), &|f| fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} not captured"))))?;
+                frame.locals.push((*out, r));
             }
         }
-        results.iter().map(|r| local(&env, *r)).collect()
+        let out = results.iter().map(|r| frame.get(*r)).collect();
+        drop(frame);
+        out
     }))
 }
 

@@ -192,16 +192,31 @@ impl Tally {
     }
 }
 
-/// Whether `p` still shows `want` in a fresh worker. A leak can depend on
-/// hash-map order, which changes from process to process, so a leak gets
-/// `tries` processes to show itself.
-pub fn still_fails(worker: &Worker, p: &Program, want: &Finding, tries: usize) -> bool {
-    let tries = if want.kind == Kind::Leak { tries.max(1) } else { 1 };
-    (0..tries).any(|_| worker.run_program(p).is_ok_and(|e| e.findings().iter().any(|f| crate::oracle::same_failure(want, f))))
+/// How sure a shrink step must be that a candidate still fails: a leak can
+/// depend on hash-map order, which changes from process to process.
+#[derive(Clone, Copy, Debug)]
+pub enum Confirm {
+    /// It fails in at least one of this many fresh workers (finds the
+    /// intermittent leaks too).
+    AnyOf(usize),
+    /// It fails in every one of this many fresh workers (a reproducer that
+    /// shows its failure every time).
+    AllOf(usize),
+}
+
+/// Whether `p` still shows `want` in fresh workers. Crashes and errors are
+/// deterministic here, so one run decides them.
+pub fn still_fails(worker: &Worker, p: &Program, want: &Finding, confirm: Confirm) -> bool {
+    let shows = || worker.run_program(p).is_ok_and(|e| e.findings().iter().any(|f| crate::oracle::same_failure(want, f)));
+    match (want.kind, confirm) {
+        (Kind::Leak, Confirm::AnyOf(n)) => (0..n.max(1)).any(|_| shows()),
+        (Kind::Leak, Confirm::AllOf(n)) => (0..n.max(1)).all(|_| shows()),
+        _ => shows(),
+    }
 }
 
 /// `p` shrunk on the IR while it still shows `want`; the number of
 /// candidates tried.
-pub fn shrink_finding(worker: &Worker, p: &Program, want: &Finding) -> (Program, usize) {
-    crate::shrink::shrink(p, |c| still_fails(worker, c, want, 2))
+pub fn shrink_finding(worker: &Worker, p: &Program, want: &Finding, confirm: Confirm) -> (Program, usize) {
+    crate::shrink::shrink(p, |c| still_fails(worker, c, want, confirm))
 }

@@ -109,9 +109,12 @@ pub fn judge(o: &Outcome) -> Vec<Finding> {
 }
 
 /// Whether `f` is the same failure as `want`, for the shrinker: a leak is a
-/// leak whatever its size; a crash or error keeps its identifying line.
+/// leak whatever its size, a crash whatever its symptom; an error keeps its
+/// message.
 pub fn same_failure(want: &Finding, f: &Finding) -> bool {
-    want.kind == f.kind && (matches!(want.kind, Kind::Leak | Kind::Mismatch | Kind::Hang) || want.detail == f.detail)
+    // A memory error shows as a double free, an invalid pointer or a
+    // segfault depending on the heap's layout: a crash is a crash.
+    want.kind == f.kind && (matches!(want.kind, Kind::Leak | Kind::Mismatch | Kind::Hang | Kind::Crash) || want.detail == f.detail)
 }
 
 pub fn first_line(s: &str) -> String {

@@ -12,7 +12,7 @@
 //! `target/fuzz/<label>/findings/<kind>-<seed>-<index>.{json,cpp}`.
 
 use crate::{cargo, target_dir, Result};
-use mlx_fuzz::campaign::{shrink_finding, Tally, Worker};
+use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
 use mlx_fuzz::{cpp, Program};
 use mlx_patched::Sanitizer;
 use std::path::PathBuf;
@@ -180,7 +180,7 @@ pub fn run(args: &[String]) -> Result<()> {
     println!("{:.0} programs/s", tally.programs as f64 / secs);
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
         let p = mlx_fuzz::program_of_seed(a.seed, *i);
-        let (small, tried) = shrink_finding(&w, &p, f);
+        let (small, tried) = shrink_finding(&w, &p, f, Confirm::AnyOf(2));
         let stem = format!("{}-{}-{i}", f.kind.name(), a.seed);
         let title = format!("mlx-fuzz finding on {label}: {} {} (program {i} of seed {}, shrunk from {} to {} statements)", f.kind.name(), f.detail, a.seed, p.len(), small.len());
         std::fs::write(out.join("findings").join(format!("{stem}.json")), small.to_json()).map_err(|e| e.to_string())?;

@@ -150,7 +150,14 @@ impl Worker {
                             Ok(i + 1)
                         }
                         None if status.success() => Ok(next),
-                        None => Err(format!("the worker failed between programs ({status}): {}", stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))),
+                        // Corrupted memory may only be noticed later, at a
+                        // free after the program's outcome: the program that
+                        // ran last is the suspect (a shrink re-runs it alone).
+                        None if next > first => {
+                            each(Event::Crashed(next - 1, format!("after its outcome: {}", crash_reason(status, &stderr))));
+                            Ok(next)
+                        }
+                        None => Err(format!("the worker failed before its first program ({status}): {}", stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))),
                     };
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -172,11 +179,25 @@ pub struct Tally {
     pub by_kind: std::collections::BTreeMap<Kind, u64>,
     /// Distinct (kind, detail), with the first program index that showed it.
     pub distinct: Vec<(Finding, u64)>,
+    /// The largest relative difference of compiled against eager values
+    /// seen (what the tolerance must admit), and programs MLX rejected in
+    /// both forms (rules the generator does not model).
+    pub max_rel_diff: f64,
+    pub rejected: u64,
+    last: Option<u64>,
 }
 
 impl Tally {
     pub fn add(&mut self, e: &Event) {
-        self.programs += 1;
+        // A crash noticed after a program's outcome is a second event for it.
+        if self.last != Some(e.index()) {
+            self.programs += 1;
+        }
+        self.last = Some(e.index());
+        if let Event::Ran(_, o) = e {
+            self.max_rel_diff = self.max_rel_diff.max(o.max_rel_diff);
+            self.rejected += (o.error.is_some() && o.eager_error.is_some()) as u64;
+        }
         for f in e.findings() {
             *self.by_kind.entry(f.kind).or_default() += 1;
             let key = Finding { kind: f.kind, detail: if f.kind == Kind::Leak { String::new() } else { f.detail.clone() } };
@@ -188,7 +209,13 @@ impl Tally {
 
     pub fn summary(&self) -> String {
         let kinds: Vec<String> = self.by_kind.iter().map(|(k, n)| format!("{} {n}", k.name())).collect();
-        format!("{} programs; findings: {}", self.programs, if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") })
+        format!(
+            "{} programs ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager); findings: {}",
+            self.programs,
+            self.rejected,
+            self.max_rel_diff,
+            if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
+        )
     }
 }
 

@@ -1,4 +1,4 @@
-//! The series as a branch for an upstream pull request.
+//! Each fix of the series as its own upstream pull request.
 
 use crate::{target_dir, Result};
 use mlx_patched::{patch, pin};
@@ -25,11 +25,13 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Writes `<out>/series/` (the patches, `git format-patch` form, tests
-/// included), `<out>/pull-request.md` (the description, with the figures of
-/// the last suite run), and `<out>/tree/`: a fresh repository holding the
-/// pinned upstream tree as one commit with the series applied by `git am`,
-/// exactly what a maintainer would do.
+/// Stages each fix of the series as its own pull request: a maintainer
+/// takes one fix at a time, so each must apply alone. For every fix,
+/// `<out>/<patch-stem>/` gets `tree/` (a fresh repository holding the
+/// pinned upstream tree as one commit, with that patch applied by `git am`,
+/// exactly what a maintainer would do), `series/` (the patch, tests
+/// included) and `pull-request.md` (the description; the fork's first fix,
+/// the leak it exists for, quotes the figures of the last suite run).
 pub fn upstream_pr(args: &[String]) -> Result<()> {
     let dir = match args {
         [] => target_dir()?.join("upstream-pr"),
@@ -43,80 +45,77 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
         return Err("patches/ holds no patch: nothing to send upstream".into());
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let out = dir.join("tree");
-    mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
-    git(&out, &["init", "-q", "-b", "main"])?;
-    git(&out, &["add", "-A"])?;
-    let tree = git(&out, &["write-tree"])?;
-    if tree != upstream.tree_id {
-        return Err(format!("the copied tree hashes to {tree}, expected {}", upstream.tree_id));
-    }
-    git(&out, &["commit", "-q", "-m", &format!("MLX v{} (upstream tree {tree})", pin::UPSTREAM_VERSION)])?;
-    let mut am = vec!["am", "--quiet"];
-    let paths: Vec<String> = series.iter().map(|p| p.display().to_string()).collect();
-    am.extend(paths.iter().map(String::as_str));
-    if let Err(e) = git(&out, &am) {
-        let _ = git(&out, &["am", "--abort"]);
-        return Err(format!("the series does not apply with git am onto upstream v{}: {e}", pin::UPSTREAM_VERSION));
-    }
-    // MLX's clang-format keeps lines within 80 columns.
-    let diff = git(&out, &["diff", "HEAD~", "--", "*.h", "*.cpp"])?;
-    let long: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81).collect();
-    println!("{}", git(&out, &["log", "--format=%h %s", &format!("HEAD~{}..HEAD", series.len())])?);
-    println!("{}", git(&out, &["diff", "--stat", &format!("HEAD~{}", series.len())])?);
-    if !long.is_empty() {
-        return Err(format!("added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
-    }
-    let series_out = dir.join("series");
-    git(&out, &["format-patch", "-q", "--zero-commit", "-o", &series_out.display().to_string(), &format!("HEAD~{}", series.len())])?;
-    let stat = git(&out, &["diff", "--stat", &format!("HEAD~{}", series.len())])?;
-    let subjects = git(&out, &["log", "--reverse", "--format=%B%n----", &format!("HEAD~{}..HEAD", series.len())])?;
     let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("pull-request.md"), description(&subjects, &stat, &fingerprint)).map_err(|e| e.to_string())?;
+    for (i, p) in series.iter().enumerate() {
+        let stem = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let pr = dir.join(&stem);
+        let out = pr.join("tree");
+        mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
+        git(&out, &["init", "-q", "-b", "main"])?;
+        git(&out, &["add", "-A"])?;
+        let tree = git(&out, &["write-tree"])?;
+        if tree != upstream.tree_id {
+            return Err(format!("the copied tree hashes to {tree}, expected {}", upstream.tree_id));
+        }
+        git(&out, &["commit", "-q", "-m", &format!("MLX v{} (upstream tree {tree})", pin::UPSTREAM_VERSION)])?;
+        let path = p.display().to_string();
+        if let Err(e) = git(&out, &["am", "--quiet", &path]) {
+            let _ = git(&out, &["am", "--abort"]);
+            return Err(format!("{stem} does not apply alone with git am onto upstream v{}: {e}", pin::UPSTREAM_VERSION));
+        }
+        // MLX's clang-format keeps lines within 80 columns.
+        let diff = git(&out, &["diff", "HEAD~", "--", "*.h", "*.cpp"])?;
+        let long: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81).collect();
+        if !long.is_empty() {
+            return Err(format!("{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
+        }
+        git(&out, &["format-patch", "-q", "--zero-commit", "-o", &pr.join("series").display().to_string(), "HEAD~"])?;
+        let stat = git(&out, &["diff", "--stat", "HEAD~"])?;
+        let message = git(&out, &["log", "-1", "--format=%B"])?;
+        std::fs::write(pr.join("pull-request.md"), description(&message, &stat, (i == 0).then_some(fingerprint.as_str()))).map_err(|e| e.to_string())?;
+        println!("{}\n{stat}", git(&out, &["log", "-1", "--format=%h %s"])?);
+    }
     println!(
-        "\nThe series applies with `git am` onto upstream v{} ({}tree {}).\n\
-         {}/series holds it, {}/pull-request.md the description; branch `main` of {} is the applied tree\n\
-         (rebase onto upstream main before opening the pull request: `git -C {} rebase --onto <upstream-main> HEAD~{}`).",
+        "\nEach of the {} fixes applies alone with `git am` onto upstream v{} ({}tree {}).\n\
+         {}/<patch>/ holds each pull request: series/ the patch, pull-request.md the description, and branch `main`\n\
+         of tree/ the applied tree (rebase onto upstream main before opening it: `git -C <tree> rebase --onto <upstream-main> HEAD~`).",
+        series.len(),
         pin::UPSTREAM_VERSION,
         recorded_commit().map(|c| format!("commit {c}, ")).unwrap_or_default(),
         upstream.tree_id,
         dir.display(),
-        dir.display(),
-        out.display(),
-        out.display(),
-        series.len()
     );
     Ok(())
 }
 
-/// The pull-request description: the commit messages (problem, mechanism,
-/// fix), how to reproduce, and the before/after table of the last suite
+/// The pull-request description: the commit message (problem, mechanism,
+/// fix) and the changes. With `leak_figures` (the series' fingerprint), the
+/// leak fix's reproduction and the before/after table of the last suite
 /// run, quoted only if that run passed on this very tree and series.
-fn description(messages: &str, stat: &str, fingerprint: &str) -> String {
-    let mut text = String::from("## Compiled functions leak captured arrays through multi-output primitives\n\n");
-    for message in messages.split("\n----").map(str::trim).filter(|m| !m.is_empty()) {
-        let (subject, body) = message.split_once('\n').unwrap_or((message, ""));
-        text += &format!("### {subject}\n\n{}\n\n", body.trim());
-    }
-    text += "### Reproduction\n\n\
-        Evaluate some arrays, compile a function that closes over them and calls `split` (or any\n\
-        op built with `array::make_arrays`), call it once and drop everything: on Linux CPU,\n\
-        `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
-        slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
-    let report = target_dir().map(|t| t.join("suite-report")).ok();
-    let current = report.as_ref().and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok()).is_some_and(|f| f.trim() == fingerprint);
-    let rows = report.filter(|_| current).and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
-    match rows {
-        Some(rows) => {
-            text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";
-            for line in rows.lines().filter(|l| !l.starts_with("note")) {
-                let cols: Vec<&str> = line.split('\t').collect();
-                let cell = |key: &str| cols.iter().find_map(|c| c.strip_prefix(&format!("{key}="))).unwrap_or("-");
-                text += &format!("| {} | {} | {} | {} |\n", cols[0], cell("pristine"), cell("patched"), cell("bit-identical"));
+fn description(message: &str, stat: &str, leak_figures: Option<&str>) -> String {
+    let (subject, body) = message.trim().split_once('\n').unwrap_or((message.trim(), ""));
+    let mut text = format!("## {subject}\n\n{}\n\n", body.trim());
+    if let Some(fingerprint) = leak_figures {
+        text += "### Reproduction\n\n\
+            Evaluate some arrays, compile a function that closes over them and calls `split` (or any\n\
+            op built with `array::make_arrays`), call it once and drop everything: on Linux CPU,\n\
+            `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
+            slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
+        let report = target_dir().map(|t| t.join("suite-report")).ok();
+        let current = report.as_ref().and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok()).is_some_and(|f| f.trim() == fingerprint);
+        let rows = report.filter(|_| current).and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
+        match rows {
+            Some(rows) => {
+                text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";
+                for line in rows.lines().filter(|l| !l.starts_with("note")) {
+                    let cols: Vec<&str> = line.split('\t').collect();
+                    let cell = |key: &str| cols.iter().find_map(|c| c.strip_prefix(&format!("{key}="))).unwrap_or("-");
+                    text += &format!("| {} | {} | {} | {} |\n", cols[0], cell("pristine"), cell("patched"), cell("bit-identical"));
+                }
+                text += "\n";
             }
-            text += "\n";
+            None => text += "(No figures: the last `cargo xtask test` did not pass on this tree and series. Run it first.)\n\n",
         }
-        None => text += "(No figures: the last `cargo xtask test` did not pass on this tree and series. Run it first.)\n\n",
     }
     text += &format!("### Changes\n\n```\n{stat}\n```\n");
     text

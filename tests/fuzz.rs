@@ -25,7 +25,7 @@ const COUNT: u64 = 3000;
 const MAX_STATEMENTS: usize = 10;
 
 fn worker() -> Worker {
-    Worker { exe: env!("CARGO_BIN_EXE_mlx-fuzz-worker").into(), env: vec![], timeout: Duration::from_secs(60) }
+    Worker { exe: env!("CARGO_BIN_EXE_mlx-fuzz-worker").into(), launch: vec![], env: vec![], timeout: Duration::from_secs(60) }
 }
 
 fn slice() -> Vec<(u64, Vec<Finding>)> {

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct Worker {
     pub exe: PathBuf,
+    /// Arguments before the worker's own, when `exe` starts the worker
+    /// (the dynamic loader preloading a sanitizer's runtime).
+    pub launch: Vec<String>,
     pub env: Vec<(String, String)>,
     /// A program that gives no answer in this long is a hang.
     pub timeout: Duration,
@@ -70,6 +73,7 @@ fn crash_reason(status: std::process::ExitStatus, stderr: &str) -> String {
 impl Worker {
     fn spawn(&self, args: &[String]) -> Result<std::process::Child, String> {
         Command::new(&self.exe)
+            .args(&self.launch)
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::piped())

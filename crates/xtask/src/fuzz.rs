@@ -113,14 +113,18 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find_map(|m| (m["target"]["name"] == "mlx-fuzz-worker").then(|| m["executable"].as_str().map(PathBuf::from)).flatten())
         .ok_or("cargo reported no mlx-fuzz-worker executable")?;
-    let mut env = Vec::new();
-    if a.sanitizer.is_some() {
+    let (mut env, mut launch, mut program) = (Vec::new(), Vec::new(), exe.clone());
+    if let Some(s) = a.sanitizer {
+        // A Rust binary does not link the runtime: the dynamic loader
+        // preloads it for the worker alone (see sanitize::scenarios).
+        program = crate::sanitize::elf::interpreter(&exe)?;
+        launch = vec!["--preload".to_string(), crate::sanitize::scenarios::runtime_library(s)?.display().to_string(), exe.display().to_string()];
         // Leaks are the fuzzer's own oracle (memory and the census); LSan at
         // exit would report MLX's process-lifetime singletons.
         env.push(("ASAN_OPTIONS".to_string(), "detect_leaks=0:abort_on_error=1".to_string()));
         env.push(("UBSAN_OPTIONS".to_string(), "print_stacktrace=1:halt_on_error=1".to_string()));
     }
-    Ok((Worker { exe, env, timeout: Duration::from_secs(60) }, label))
+    Ok((Worker { exe: program, launch, env, timeout: Duration::from_secs(60) }, label))
 }
 
 fn print_program(args: &[String]) -> Result<()> {

@@ -21,12 +21,12 @@
 //! moves the pin, and `cargo xtask test` checks that both records are
 //! current.
 
-mod elf;
+pub(crate) mod elf;
 mod judge;
 mod logs;
 mod record;
 mod render;
-mod scenarios;
+pub(crate) mod scenarios;
 
 pub use record::{check_recorded, recorded_path};
 

@@ -91,19 +91,8 @@ fn list(refs: &[Ref]) -> String {
 fn expr(op: &Op) -> String {
     match op {
         Op::Normal { shape: s, seed } => format!("normal({}, {seed})", shape(s)),
-        Op::Unary(u, a) => {
-            let f = match u {
-                Unary::Abs => "abs",
-                Unary::Negative => "negative",
-                Unary::Exp => "exp",
-                Unary::Square => "square",
-                Unary::Sqrt => "sqrt",
-                Unary::StopGradient => "stop_gradient",
-                Unary::Transpose => "transpose",
-                Unary::Real => "real",
-            };
-            format!("mx::{f}({a})")
-        }
+        // The IR names its unary ops, binary ops and reductions as MLX's C++ API does.
+        Op::Unary(_, a) => format!("mx::{}({a})", op.name()),
         Op::Binary(_, a, b) => format!("mx::{}({a}, {b})", op.name()),
         Op::Matmul(a, b) => format!("mx::matmul({a}, {b})"),
         Op::Reshape(a, s) => format!("mx::reshape({a}, {})", shape(s)),

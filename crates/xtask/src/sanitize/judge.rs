@@ -117,6 +117,36 @@ mod tests {
         assert!(verdict(vec![]).ok);
     }
 
+    /// A race on upstream's allocator counters, reached from an ArrayDesc
+    /// destructor, is upstream's when the control shows it; a race with an
+    /// access in a file the fix changes never is.
+    #[test]
+    fn a_race_is_judged_by_its_accesses_not_by_its_callers() {
+        let race = |sites: &[&str]| Report {
+            tool: "TSan",
+            kind: "data race".into(),
+            summary: String::new(),
+            frames: vec!["mlx::core::allocator::CommonAllocator::free".into(), "mlx::core::array::ArrayDesc::~ArrayDesc()".into()],
+            other: Vec::new(),
+            sites: sites.iter().map(|s| s.to_string()).collect(),
+            bytes: 0,
+        };
+        let allocator = race(&["mlx/backend/no_gpu/allocator.cpp", "mlx/backend/no_gpu/allocator.cpp"]);
+        let ours = race(&["mlx/array.cpp", "mlx/backend/no_gpu/allocator.cpp"]);
+        let runs = |fixed: Vec<Report>| {
+            vec![
+                VariantRun { name: "pristine", verdict: Expect::Leaks, outcomes: vec![outcome("threads", vec![allocator.clone(), ours.clone()])], planned: 1 },
+                VariantRun { name: "patched", verdict: Expect::Fixed, outcomes: vec![outcome("threads", fixed)], planned: 1 },
+            ]
+        };
+        let touched = ["mlx/array.cpp".to_string()];
+        let verdicts = |fixed: Vec<Report>| checks(Sanitizer::Thread, &runs(fixed), &touched).into_iter().filter(|c| c.what.starts_with("patched: no r")).collect::<Vec<_>>();
+        let upstream_only = verdicts(vec![allocator.clone()]);
+        assert!(upstream_only.iter().all(|c| c.ok), "{upstream_only:?}");
+        let in_the_fix = verdicts(vec![ours.clone()]);
+        assert!(in_the_fix.iter().any(|c| !c.ok && c.what.contains("mlx/array.cpp")), "{in_the_fix:?}");
+    }
+
     #[test]
     fn a_run_that_skipped_scenarios_fails() {
         let runs = vec![VariantRun { name: "patched", verdict: Expect::Fixed, outcomes: vec![outcome("a", vec![])], planned: 2 }];

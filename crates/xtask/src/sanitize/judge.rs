@@ -44,7 +44,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                 let excused = if excused.is_empty() {
                     String::new()
                 } else {
-                    format!("; excused as upstream's, seen on the control and not through make_arrays or ArrayDesc: {}", excused.into_iter().collect::<Vec<_>>().join("; "))
+                    format!("; excused as upstream's, seen on the control and not of the fix's kind (a leak or memory error through make_arrays or ArrayDesc, a race in a file the fix changes): {}", excused.into_iter().collect::<Vec<_>>().join("; "))
                 };
                 let listed = if unexplained.is_empty() { String::new() } else { format!(": {}", unexplained.iter().take(5).cloned().collect::<Vec<_>>().join("; ")) };
                 check(unexplained.is_empty(), format!("{name}: no report but upstream's ({} reports in all, {} unexcused{listed}{excused})", own.len(), unexplained.len()));

@@ -328,7 +328,11 @@ pub fn run(args: &[String]) -> Result<()> {
             writeln!(section, "- the regression suite against the target with the patches that apply ({}), every variant expected leak-free:", if kept.is_empty() { "none".to_string() } else { kept.join(", ") }).unwrap();
             suite_ok = run_suite(&refreshed, true, &mut section)?;
         }
-        let dropped = if dropped.is_empty() { "no patch conflicts".to_string() } else { format!("{} conflict with the target, where upstream's own leak fix replaces them", dropped.join(", ")) };
+        let dropped = match dropped.len() {
+            0 => "no patch conflicts".to_string(),
+            1 => format!("{} conflicts with the target, where upstream's own leak fix replaces it", dropped[0]),
+            _ => format!("{} conflict with the target, where upstream's own leak fix replaces them", dropped.join(", ")),
+        };
         let kept = if kept.is_empty() { "nothing else to keep".to_string() } else { format!("keep {}", kept.join(", ")) };
         verdict = match (a.suite, suite_ok) {
             (true, true) => format!("upstream no longer leaks: {dropped}; {kept}: the suite passes with them"),

@@ -332,7 +332,19 @@ fn test() -> Result<()> {
 /// Runs `cargo test`, echoing its output and adding up its result lines.
 fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus)> {
     use std::io::{BufRead, BufReader};
-    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    // A test binary that could not start or crashed prints no result line;
+    // cargo names it on stderr (a binary with failed tests exits with 101):
+    // one failure each.
+    let stderr = child.stderr.take().unwrap();
+    let broken = std::thread::spawn(move || {
+        let mut n = 0;
+        for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
+            eprintln!("{line}");
+            n += (line.contains("process didn't exit successfully") && !line.contains("(exit status: 101)")) as u32;
+        }
+        n
+    });
     let (mut passed, mut failed) = (0, 0);
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         let line = line.map_err(|e| e.to_string())?;
@@ -345,6 +357,7 @@ fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus
             failed += count("failed");
         }
     }
+    failed += broken.join().unwrap_or(0);
     Ok((passed, failed, child.wait().map_err(|e| e.to_string())?))
 }
 

@@ -243,6 +243,7 @@ fn test() -> Result<()> {
             if f == 0 { Ok(()) } else { Err(format!("{f} mlx-rs checks failed")) }
         }
         Err(e) => {
+            println!("FAILED: the mlx-rs check: {e}");
             failed += 1;
             Err(e)
         }
@@ -258,6 +259,7 @@ fn test() -> Result<()> {
             if f.is_empty() { Ok(()) } else { Err(format!("{} Python checks failed", f.len())) }
         }
         Err(e) => {
+            println!("FAILED: the Python check: {e}");
             failed += 1;
             Err(e)
         }

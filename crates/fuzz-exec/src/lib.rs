@@ -314,7 +314,8 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
                         FnDef::Closure { .. } => closure(def, &top)?,
                         _ => {
                             let inner = def.inner().unwrap();
-                            let n = scope_params(&scope, inner, def);
+                            // How many primals a vjp/jvp of `inner` takes.
+                            let n = scope.fns.get(&inner).map_or(0, |s| s.params.len());
                             transformed(def, top.func(inner)?, n, mode)?
                         }
                     };
@@ -368,12 +369,6 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
     })();
     top.end();
     result
-}
-
-/// How many primals a vjp/jvp of `inner` takes.
-fn scope_params(scope: &Scope, inner: FnId, _def: &FnDef) -> usize {
-    // `scope` already holds the new definition; the inner one is unchanged.
-    scope.fns.get(&inner).map(|s| s.params.len()).unwrap_or(0)
 }
 
 /// Where `a` and `b` differ beyond the tolerance, if they do.

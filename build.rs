@@ -21,7 +21,10 @@ fn main() -> Result<(), Error> {
     let mut table = String::from("&[\n");
     // The probes and the headers they share.
     env.track_file(&probes::sources_dir());
-    for (variant, mlx) in variants.iter().zip(mlx_patched::build_all(&variants, &opts)?) {
+    for (variant, mlx) in variants
+        .iter()
+        .zip(mlx_patched::build_all(&variants, &opts)?)
+    {
         let mut built = String::new();
         for probe in probes::CPP_PROBES {
             let exe = out_dir.join(format!("{}-{}", probe.name, mlx.name));
@@ -40,7 +43,8 @@ fn main() -> Result<(), Error> {
         .unwrap();
     }
     table.push(']');
-    std::fs::write(out_dir.join("variants.rs"), table).map_err(|e| Error::new(format!("cannot write variants.rs: {e}")))?;
+    std::fs::write(out_dir.join("variants.rs"), table)
+        .map_err(|e| Error::new(format!("cannot write variants.rs: {e}")))?;
 
     // rpath of the Rust API's library for this package's own test binaries.
     mlx_patched::print_rpath_of_dependency(&env, "mlx_fork")

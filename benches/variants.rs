@@ -32,9 +32,22 @@ const WORKLOADS: &[(&str, u64, f64)] = &[
 const ROUNDS: usize = 11;
 
 fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
-    let out = Command::new(v.graph_bench).args([workload, &iters.to_string()]).output().expect("run graph_bench");
-    assert!(out.status.success(), "{} graph_bench {workload} failed: {}", v.name, String::from_utf8_lossy(&out.stderr));
-    Duration::from_nanos(String::from_utf8_lossy(&out.stdout).trim().parse().expect("nanoseconds"))
+    let out = Command::new(v.graph_bench)
+        .args([workload, &iters.to_string()])
+        .output()
+        .expect("run graph_bench");
+    assert!(
+        out.status.success(),
+        "{} graph_bench {workload} failed: {}",
+        v.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Duration::from_nanos(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("nanoseconds"),
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -45,31 +58,50 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn variants(c: &mut Criterion) {
     for &(workload, unit, _) in WORKLOADS {
         let mut group = c.benchmark_group(workload);
-        group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(5));
         for v in control_and_fixes() {
-            group.bench_function(v.name, |b| b.iter_custom(|iters| timed(v, workload, iters * unit)));
+            group.bench_function(v.name, |b| {
+                b.iter_custom(|iters| timed(v, workload, iters * unit))
+            });
         }
         group.finish();
     }
 
     println!("\npatched / pristine, median of {ROUNDS} interleaved rounds:\n");
-    println!("{:16} | {:>7} | {:>6} | within goal", "workload", "ratio", "goal");
+    println!(
+        "{:16} | {:>7} | {:>6} | within goal",
+        "workload", "ratio", "goal"
+    );
     println!("{}", "-".repeat(48));
     let (pristine, patched) = (variant("pristine"), variant("patched"));
     for &(workload, unit, goal) in WORKLOADS {
         let ratios: Vec<f64> = (0..ROUNDS)
-            .map(|_| timed(patched, workload, unit).as_secs_f64() / timed(pristine, workload, unit).as_secs_f64())
+            .map(|_| {
+                timed(patched, workload, unit).as_secs_f64()
+                    / timed(pristine, workload, unit).as_secs_f64()
+            })
             .collect();
         let r = median(ratios);
-        println!("{workload:16} | {r:7.3} | {goal:6.2} | {}", if r <= goal { "yes" } else { "NO" });
+        println!(
+            "{workload:16} | {r:7.3} | {goal:6.2} | {}",
+            if r <= goal { "yes" } else { "NO" }
+        );
     }
     peer_comparison();
 }
 
 /// The official Python package at the pinned version, when installed.
 fn python_mlx_version() -> Option<String> {
-    let out = Command::new("python3").args(["-c", "import mlx.core as mx; print(mx.__version__)"]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new("python3")
+        .args(["-c", "import mlx.core as mx; print(mx.__version__)"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 const PYTHON_CYCLE: &str = r#"
@@ -113,17 +145,30 @@ fn peer_comparison() {
         }
     }
     const CYCLES: usize = 20;
-    let cfg = mlx_probes::Config { cycles: CYCLES, ..mlx_probes::Config::default() };
-    let (mut rust, mut python, mut rust_retained, mut python_retained) = (Vec::new(), Vec::new(), 0, 0);
+    let cfg = mlx_probes::Config {
+        cycles: CYCLES,
+        ..mlx_probes::Config::default()
+    };
+    let (mut rust, mut python, mut rust_retained, mut python_retained) =
+        (Vec::new(), Vec::new(), 0, 0);
     for _ in 0..5 {
         let start = Instant::now();
         let cycles = mlx_probes::run(&cfg, |_, _| {}).expect("the Rust API runs the scenario");
         rust.push(start.elapsed().as_secs_f64());
         rust_retained = cycles.iter().map(|c| c.retained_bytes).sum::<i64>() / CYCLES as i64;
-        let out = Command::new("python3").args(["-c", PYTHON_CYCLE, &CYCLES.to_string()]).output().expect("run python3");
-        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("python3")
+            .args(["-c", PYTHON_CYCLE, &CYCLES.to_string()])
+            .output()
+            .expect("run python3");
+        assert!(
+            out.status.success(),
+            "python: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
-        let mut fields = text.split_whitespace().map(|f| f.parse::<i64>().expect("integer"));
+        let mut fields = text
+            .split_whitespace()
+            .map(|f| f.parse::<i64>().expect("integer"));
         python.push(fields.next().unwrap() as f64 / 1e9);
         python_retained = fields.next().unwrap();
     }

@@ -48,17 +48,26 @@ impl Variant {
 /// leak must show) and the fixes (it must not). Wrong fixes are checked
 /// by `tests/rejects_wrong_fixes.rs`, which must see them fail.
 pub fn control_and_fixes() -> Vec<&'static Variant> {
-    VARIANTS.iter().filter(|v| v.expect != Expect::Wrong).collect()
+    VARIANTS
+        .iter()
+        .filter(|v| v.expect != Expect::Wrong)
+        .collect()
 }
 
 /// The variants that carry a fix the suite must reject.
 pub fn wrong_fixes() -> Vec<&'static Variant> {
-    VARIANTS.iter().filter(|v| v.expect == Expect::Wrong).collect()
+    VARIANTS
+        .iter()
+        .filter(|v| v.expect == Expect::Wrong)
+        .collect()
 }
 
 /// The variant called `name`.
 pub fn variant(name: &str) -> &'static Variant {
-    VARIANTS.iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no variant `{name}` was built"))
+    VARIANTS
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no variant `{name}` was built"))
 }
 
 /// The variant this build's Rust API links against (`--features pristine`).
@@ -84,21 +93,38 @@ impl ProbeRun {
 
     pub fn one(&self, kind: &str) -> &Record {
         let found = self.all(kind);
-        assert_eq!(found.len(), 1, "{}: expected one `{kind}` record", self.variant.name);
+        assert_eq!(
+            found.len(),
+            1,
+            "{}: expected one `{kind}` record",
+            self.variant.name
+        );
         found[0]
     }
 
     /// Active-memory bytes each cycle left behind.
     pub fn retained(&self) -> Vec<i64> {
-        let cycles: Vec<i64> = self.all("cycle").iter().map(|r| r.int("retained_bytes")).collect();
-        assert!(!cycles.is_empty(), "{}: the probe printed no cycle", self.variant.name);
+        let cycles: Vec<i64> = self
+            .all("cycle")
+            .iter()
+            .map(|r| r.int("retained_bytes"))
+            .collect();
+        assert!(
+            !cycles.is_empty(),
+            "{}: the probe printed no cycle",
+            self.variant.name
+        );
         cycles
     }
 
     /// Digest of the outputs: every cycle must have computed the same bits.
     pub fn digest(&self) -> String {
         let digests: Vec<&str> = self.all("cycle").iter().map(|r| r.get("digest")).collect();
-        assert!(digests.windows(2).all(|w| w[0] == w[1]), "{}: cycles computed different outputs: {digests:?}", self.variant.name);
+        assert!(
+            digests.windows(2).all(|w| w[0] == w[1]),
+            "{}: cycles computed different outputs: {digests:?}",
+            self.variant.name
+        );
         digests[0].to_string()
     }
 
@@ -109,8 +135,15 @@ impl ProbeRun {
 }
 
 /// Runs `probe` of `variant` with `args` and parses its records.
-pub fn run_probe(variant: &'static Variant, probe: fn(&Variant) -> &'static str, args: &[&str]) -> ProbeRun {
-    let out = Command::new(probe(variant)).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", probe(variant)));
+pub fn run_probe(
+    variant: &'static Variant,
+    probe: fn(&Variant) -> &'static str,
+    args: &[&str],
+) -> ProbeRun {
+    let out = Command::new(probe(variant))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", probe(variant)));
     finish(variant, probe(variant), args, out)
 }
 
@@ -120,14 +153,33 @@ pub fn run_on_all(probe: fn(&Variant) -> &'static str, args: &[&str]) -> Vec<Pro
     let children: Vec<_> = control_and_fixes()
         .into_iter()
         .map(|v| {
-            let child = Command::new(probe(v)).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+            let child = Command::new(probe(v))
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn();
             (v, child.unwrap_or_else(|e| panic!("run {}: {e}", probe(v))))
         })
         .collect();
-    children.into_iter().map(|(v, child)| finish(v, probe(v), args, child.wait_with_output().expect("wait for the probe"))).collect()
+    children
+        .into_iter()
+        .map(|(v, child)| {
+            finish(
+                v,
+                probe(v),
+                args,
+                child.wait_with_output().expect("wait for the probe"),
+            )
+        })
+        .collect()
 }
 
-fn finish(variant: &'static Variant, exe: &str, args: &[&str], out: std::process::Output) -> ProbeRun {
+fn finish(
+    variant: &'static Variant,
+    exe: &str,
+    args: &[&str],
+    out: std::process::Output,
+) -> ProbeRun {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -136,7 +188,10 @@ fn finish(variant: &'static Variant, exe: &str, args: &[&str], out: std::process
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    ProbeRun { variant, records: parse_records(&stdout) }
+    ProbeRun {
+        variant,
+        records: parse_records(&stdout),
+    }
 }
 
 /// How a child process ended, in words: `crashed (SIGSEGV)`, `exit status 1`.
@@ -165,9 +220,18 @@ pub fn rejection(status: std::process::ExitStatus, stdout: &str) -> Result<Strin
     let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAILED")).collect();
     let passed = stdout.lines().filter(|l| l.starts_with("ok ")).count();
     match (status.signal(), status.code()) {
-        (Some(s), _) if CRASHES.contains(&s) => Ok(format!("{} after {passed} passing checks", signal_or_code(status))),
-        (None, Some(1)) if !failed.is_empty() => Ok(format!("failed {} after {passed} passing checks", failed.join("; "))),
-        _ => Err(format!("{}, {passed} checks passed, none named as failed: that is not a rejection", signal_or_code(status))),
+        (Some(s), _) if CRASHES.contains(&s) => Ok(format!(
+            "{} after {passed} passing checks",
+            signal_or_code(status)
+        )),
+        (None, Some(1)) if !failed.is_empty() => Ok(format!(
+            "failed {} after {passed} passing checks",
+            failed.join("; ")
+        )),
+        _ => Err(format!(
+            "{}, {passed} checks passed, none named as failed: that is not a rejection",
+            signal_or_code(status)
+        )),
     }
 }
 
@@ -177,9 +241,16 @@ pub fn assert_loads(exe: &str) {
     if !cfg!(target_os = "linux") {
         return;
     }
-    let out = Command::new(exe).env("LD_TRACE_LOADED_OBJECTS", "1").output().unwrap_or_else(|e| panic!("run {exe}: {e}"));
+    let out = Command::new(exe)
+        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("run {exe}: {e}"));
     let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && listed.contains("libmlx") && !listed.contains("not found"), "{exe} does not load ({}):\n{listed}", out.status);
+    assert!(
+        out.status.success() && listed.contains("libmlx") && !listed.contains("not found"),
+        "{exe} does not load ({}):\n{listed}",
+        out.status
+    );
 }
 
 /// One run of MLX's own doctest suite on a variant.
@@ -195,12 +266,20 @@ pub struct SuiteRun {
 
 impl SuiteRun {
     pub fn failures(&self) -> Vec<&String> {
-        self.cases.iter().filter(|(_, &ok)| !ok).map(|(n, _)| n).collect()
+        self.cases
+            .iter()
+            .filter(|(_, &ok)| !ok)
+            .map(|(n, _)| n)
+            .collect()
     }
 }
 
 fn unescape(s: &str) -> String {
-    s.replace("&apos;", "'").replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    s.replace("&apos;", "'")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
 }
 
 /// Runs MLX's suite of `variant` (less `mlx_patched::MLX_TESTS_EXCLUDED`,
@@ -208,19 +287,34 @@ fn unescape(s: &str) -> String {
 /// test along.
 pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
     let out = Command::new(variant.mlx_tests)
-        .args(["--reporters=junit", "--no-colors", &mlx_patched::mlx_tests_filter()])
+        .args([
+            "--reporters=junit",
+            "--no-colors",
+            &mlx_patched::mlx_tests_filter(),
+        ])
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
     let xml = String::from_utf8_lossy(&out.stdout);
     let mut cases = BTreeMap::new();
     for chunk in xml.split("<testcase ").skip(1) {
-        let Some(name) = chunk.split(" name=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        let Some(name) = chunk
+            .split(" name=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+        else {
+            continue;
+        };
         let body = chunk.split("</testcase>").next().unwrap_or("");
         let failed = body.contains("<failure") || body.contains("<error");
         let passed = cases.get(&unescape(name)).copied().unwrap_or(true) && !failed;
         cases.insert(unescape(name), passed);
     }
-    SuiteRun { cases, finished: xml.contains("</testsuites>"), status: out.status, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    SuiteRun {
+        cases,
+        finished: xml.contains("</testsuites>"),
+        status: out.status,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 /// Checks every cycle of every run against the bound its variant's verdict
@@ -230,7 +324,12 @@ pub fn assert_within(scenario: &str, runs: &[ProbeRun], bound: impl Fn(Expect) -
     for run in runs {
         let retained = run.retained();
         let b = bound(run.variant.expect);
-        assert!(b.admits_all(&retained), "{scenario}: {} ({:?}) must retain {b} every cycle, retained {retained:?}", run.variant.name, run.variant.expect);
+        assert!(
+            b.admits_all(&retained),
+            "{scenario}: {} ({:?}) must retain {b} every cycle, retained {retained:?}",
+            run.variant.name,
+            run.variant.expect
+        );
     }
 }
 
@@ -248,13 +347,20 @@ pub fn bit_identical(runs: &[ProbeRun]) -> bool {
 /// the scenario, bytes retained per cycle on each variant, and whether all
 /// variants computed the same bits.
 pub fn report(scenario: &str, runs: &[ProbeRun]) {
-    let cells: Vec<String> = runs.iter().map(|r| format!("{}={}", r.variant.name, r.mean_retained())).collect();
+    let cells: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{}={}", r.variant.name, r.mean_retained()))
+        .collect();
     report_row(scenario, &cells, bit_identical(runs));
 }
 
 /// A row from figures computed by the test: `cells` are `<variant>=<bytes per cycle>`.
 pub fn report_row(scenario: &str, cells: &[String], bit_identical: bool) {
-    report_line(&format!("{scenario}\t{}\tbit-identical={}\n", cells.join("\t"), if bit_identical { "yes" } else { "no" }));
+    report_line(&format!(
+        "{scenario}\t{}\tbit-identical={}\n",
+        cells.join("\t"),
+        if bit_identical { "yes" } else { "no" }
+    ));
 }
 
 /// Appends a free-form line (a measurement that is not a leak row).
@@ -266,11 +372,17 @@ pub fn report_note(note: &str) {
 /// (`MLX_FORK_REPORT_FILE`); a plain `cargo test` writes nothing, so the
 /// table never mixes runs or outlives the tree it measured.
 fn report_line(line: &str) {
-    let Some(path) = mlx_patched::Env::process().report_file() else { return };
+    let Some(path) = mlx_patched::Env::process().report_file() else {
+        return;
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).expect("create the report directory");
     }
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open the report");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open the report");
     f.write_all(line.as_bytes()).expect("write the report");
 }
 
@@ -286,8 +398,13 @@ mod tests {
     #[test]
     fn only_a_crash_or_a_named_failed_check_rejects_a_fix() {
         let segv = std::process::ExitStatus::from_raw(11);
-        assert_eq!(rejection(segv, "").unwrap(), "crashed (SIGSEGV) after 0 passing checks");
-        assert!(rejection(exited(1), "ok split in 2\nFAILED split in 3\n").unwrap().contains("FAILED split in 3"));
+        assert_eq!(
+            rejection(segv, "").unwrap(),
+            "crashed (SIGSEGV) after 0 passing checks"
+        );
+        assert!(rejection(exited(1), "ok split in 2\nFAILED split in 3\n")
+            .unwrap()
+            .contains("FAILED split in 3"));
         // The loader's exit for a library it cannot find: a broken build.
         assert!(rejection(exited(127), "").is_err());
         assert!(rejection(exited(1), "ok split in 2\n").is_err());

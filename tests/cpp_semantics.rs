@@ -8,9 +8,22 @@ use std::process::Command;
 #[test]
 fn held_output_of_unevaluated_multi_output_op_on_both_variants() {
     for variant in control_and_fixes() {
-        let out = Command::new(variant.held_output).output().expect("run the C++ probe");
+        let out = Command::new(variant.held_output)
+            .output()
+            .expect("run the C++ probe");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{}: {}\n{stdout}{}", variant.name, out.status, String::from_utf8_lossy(&out.stderr));
-        assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), 7, "{}: {stdout}", variant.name);
+        assert!(
+            out.status.success(),
+            "{}: {}\n{stdout}{}",
+            variant.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+            7,
+            "{}: {stdout}",
+            variant.name
+        );
     }
 }

@@ -25,7 +25,12 @@ const COUNT: u64 = 3000;
 const MAX_STATEMENTS: usize = 10;
 
 fn worker() -> Worker {
-    Worker { exe: env!("CARGO_BIN_EXE_mlx-fuzz-worker").into(), launch: vec![], env: vec![], timeout: Duration::from_secs(60) }
+    Worker {
+        exe: env!("CARGO_BIN_EXE_mlx-fuzz-worker").into(),
+        launch: vec![],
+        env: vec![],
+        timeout: Duration::from_secs(60),
+    }
 }
 
 fn slice() -> Vec<(u64, Vec<Finding>)> {
@@ -42,7 +47,15 @@ fn slice() -> Vec<(u64, Vec<Finding>)> {
 }
 
 fn compiles(p: &Program) -> bool {
-    p.stmts.iter().any(|s| matches!(s, Stmt::Def { def: FnDef::Compile { .. }, .. }))
+    p.stmts.iter().any(|s| {
+        matches!(
+            s,
+            Stmt::Def {
+                def: FnDef::Compile { .. },
+                ..
+            }
+        )
+    })
 }
 
 /// Builds `p` as C++ against `prefix` and runs it: (exit success, stdout).
@@ -51,13 +64,32 @@ fn run_cpp(p: &Program, name: &str, prefix: &str) -> (bool, String) {
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join(format!("{name}.cpp"));
     let exe = dir.join(name);
-    std::fs::write(&src, cpp::print(p, "the report's leak, as the fuzzer found and shrank it")).unwrap();
+    std::fs::write(
+        &src,
+        cpp::print(p, "the report's leak, as the fuzzer found and shrank it"),
+    )
+    .unwrap();
     std::fs::write(dir.join(format!("{name}.json")), p.to_json()).unwrap();
-    let build = cpp::build_command(&src.display().to_string(), &exe.display().to_string(), prefix);
-    let out = Command::new("sh").arg("-c").arg(&build).output().expect("run the C++ compiler");
-    assert!(out.status.success(), "{build}:\n{}", String::from_utf8_lossy(&out.stderr));
+    let build = cpp::build_command(
+        &src.display().to_string(),
+        &exe.display().to_string(),
+        prefix,
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&build)
+        .output()
+        .expect("run the C++ compiler");
+    assert!(
+        out.status.success(),
+        "{build}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run = Command::new(&exe).output().expect("run the reproducer");
-    (run.status.success(), String::from_utf8_lossy(&run.stdout).into_owned())
+    (
+        run.status.success(),
+        String::from_utf8_lossy(&run.stdout).into_owned(),
+    )
 }
 
 #[test]
@@ -68,15 +100,41 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
         eprintln!("program {i}: {f:?}");
     }
     if v.leak_free() {
-        let shown: Vec<String> = found.iter().take(3).map(|(i, _)| cpp::print(&mlx_fuzz::program_of_seed(SEED, *i), &format!("program {i}"))).collect();
-        assert!(found.is_empty(), "{}: {} of {COUNT} programs have findings; the first ones:\n{}", v.name, found.len(), shown.join("\n"));
+        let shown: Vec<String> = found
+            .iter()
+            .take(3)
+            .map(|(i, _)| {
+                cpp::print(
+                    &mlx_fuzz::program_of_seed(SEED, *i),
+                    &format!("program {i}"),
+                )
+            })
+            .collect();
+        assert!(
+            found.is_empty(),
+            "{}: {} of {COUNT} programs have findings; the first ones:\n{}",
+            v.name,
+            found.len(),
+            shown.join("\n")
+        );
         return;
     }
 
     // The control: some leak must need compile. Shrink leaks until one does.
-    let leaks: Vec<u64> = found.iter().filter(|(_, f)| f.iter().any(|f| f.kind == Kind::Leak)).map(|(i, _)| *i).collect();
-    assert!(!leaks.is_empty(), "{}: the slice found no leak in {COUNT} programs", v.name);
-    let want = Finding { kind: Kind::Leak, detail: String::new() };
+    let leaks: Vec<u64> = found
+        .iter()
+        .filter(|(_, f)| f.iter().any(|f| f.kind == Kind::Leak))
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(
+        !leaks.is_empty(),
+        "{}: the slice found no leak in {COUNT} programs",
+        v.name
+    );
+    let want = Finding {
+        kind: Kind::Leak,
+        detail: String::new(),
+    };
     let w = worker();
     // Leaks that hang on hash-map order come and go between processes: the
     // reproducer must leak in every one of them, and again as C++ on its own.
@@ -95,13 +153,24 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
         }
         let (ok, out) = run_cpp(&repro, "on-pristine", v.prefix);
         if ok || !out.contains("leaked_bytes") || out.contains("leaked_bytes 0\n") {
-            eprintln!("program {i}: the shrunk leak does not show as C++ on its own ({}), next one:\n{}", out.trim(), cpp::print(&repro, "not reproduced"));
+            eprintln!(
+                "program {i}: the shrunk leak does not show as C++ on its own ({}), next one:\n{}",
+                out.trim(),
+                cpp::print(&repro, "not reproduced")
+            );
             continue;
         }
         eprintln!("{}", cpp::print(&repro, "the shrunk reproducer"));
-        assert!(repro.len() <= MAX_STATEMENTS, "the reproducer has {} statements, more than {MAX_STATEMENTS}", repro.len());
+        assert!(
+            repro.len() <= MAX_STATEMENTS,
+            "the reproducer has {} statements, more than {MAX_STATEMENTS}",
+            repro.len()
+        );
         let (ok, out) = run_cpp(&repro, "on-patched", patched);
-        assert!(ok && out.contains("leaked_bytes 0"), "against the patched prefix the reproducer must not leak: {out}");
+        assert!(
+            ok && out.contains("leaked_bytes 0"),
+            "against the patched prefix the reproducer must not leak: {out}"
+        );
         return;
     }
     panic!("{}: no leak of the slice that needs compile reproduced as C++ (shrunk programs {tried:?}, of leaks {leaks:?})", v.name);
@@ -119,16 +188,30 @@ struct Checked {
 
 fn checked_in() -> Vec<Checked> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-findings");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("tests/fuzz-findings").map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "json")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/fuzz-findings")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
     files.sort();
     files
         .into_iter()
         .map(|f| {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            let kind = Kind::ALL.into_iter().find(|k| v["kind"] == k.name()).unwrap_or_else(|| panic!("{}: unknown kind {}", f.display(), v["kind"]));
-            let program = serde_json::from_value(v["program"].clone()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let kind = Kind::ALL
+                .into_iter()
+                .find(|k| v["kind"] == k.name())
+                .unwrap_or_else(|| panic!("{}: unknown kind {}", f.display(), v["kind"]));
+            let program = serde_json::from_value(v["program"].clone())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             assert_eq!(mlx_fuzz::check(&program), Ok(()), "{}", f.display());
-            Checked { file: f.display().to_string(), kind, fixed_by: v["fixed_by"].as_str().unwrap_or_default().to_string(), program }
+            Checked {
+                file: f.display().to_string(),
+                kind,
+                fixed_by: v["fixed_by"].as_str().unwrap_or_default().to_string(),
+                program,
+            }
         })
         .collect()
 }
@@ -137,18 +220,40 @@ fn checked_in() -> Vec<Checked> {
 fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_applied() {
     let v = linked();
     // The series the linked variant was built with (a rebase may pass another).
-    let dir = mlx_patched::Env::process().series_dir().unwrap_or_else(mlx_patched::patch::series_dir);
-    let series: Vec<String> = mlx_patched::patch::fix_series(&dir).unwrap().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let dir = mlx_patched::Env::process()
+        .series_dir()
+        .unwrap_or_else(mlx_patched::patch::series_dir);
+    let series: Vec<String> = mlx_patched::patch::fix_series(&dir)
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     let findings = checked_in();
     assert!(!findings.is_empty(), "no checked-in finding to replay");
     let w = worker();
     for c in findings {
         let fixed = !c.fixed_by.is_empty() && v.name != "pristine" && series.contains(&c.fixed_by);
-        let got = w.run_program(&c.program).expect("the worker runs the finding").findings();
+        let got = w
+            .run_program(&c.program)
+            .expect("the worker runs the finding")
+            .findings();
         if fixed {
-            assert!(got.is_empty(), "{} on {} (with {}): {got:?}", c.file, v.name, c.fixed_by);
+            assert!(
+                got.is_empty(),
+                "{} on {} (with {}): {got:?}",
+                c.file,
+                v.name,
+                c.fixed_by
+            );
         } else {
-            assert!(got.iter().any(|f| f.kind == c.kind), "{} on {} (without {}): expected a {}, got {got:?}", c.file, v.name, c.fixed_by, c.kind.name());
+            assert!(
+                got.iter().any(|f| f.kind == c.kind),
+                "{} on {} (without {}): expected a {}, got {got:?}",
+                c.file,
+                v.name,
+                c.fixed_by,
+                c.kind.name()
+            );
         }
     }
 }

@@ -10,7 +10,9 @@ use mlx_patched::{patch, Env};
 /// Test cases the patch series adds to MLX's suite.
 fn new_cases() -> Vec<String> {
     let mut names = Vec::new();
-    let dir = Env::process().series_dir().unwrap_or_else(patch::series_dir);
+    let dir = Env::process()
+        .series_dir()
+        .unwrap_or_else(patch::series_dir);
     for file in patch::series(&dir).unwrap() {
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             if let Some(rest) = line.strip_prefix("+TEST_CASE(\"") {
@@ -35,29 +37,79 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
     }
     let control = pristine.filter(|_| !new.is_empty()).map(|control| {
         let pristine = run_mlx_suite(control);
-        assert!(pristine.finished, "{} suite did not finish ({}):\n{}", control.name, pristine.status, pristine.stderr);
+        assert!(
+            pristine.finished,
+            "{} suite did not finish ({}):\n{}",
+            control.name, pristine.status, pristine.stderr
+        );
         let pristine_failures = pristine.failures();
-        println!("{}: {} test cases, failing: {pristine_failures:?}", control.name, pristine.cases.len());
-        assert!(!pristine_failures.is_empty(), "no new test fails on {}: they do not show the bug", control.name);
-        assert!(pristine_failures.iter().all(|n| new.contains(n)), "{} fails an upstream test: {pristine_failures:?}", control.name);
+        println!(
+            "{}: {} test cases, failing: {pristine_failures:?}",
+            control.name,
+            pristine.cases.len()
+        );
+        assert!(
+            !pristine_failures.is_empty(),
+            "no new test fails on {}: they do not show the bug",
+            control.name
+        );
+        assert!(
+            pristine_failures.iter().all(|n| new.contains(n)),
+            "{} fails an upstream test: {pristine_failures:?}",
+            control.name
+        );
         for name in &new {
-            assert!(pristine.cases.contains_key(name), "new test `{name}` must run on {} too", control.name);
+            assert!(
+                pristine.cases.contains_key(name),
+                "new test `{name}` must run on {} too",
+                control.name
+            );
         }
         (control, pristine)
     });
 
-    for variant in variants.iter().filter(|v| control.as_ref().is_none_or(|(c, _)| c.name != v.name)) {
+    for variant in variants
+        .iter()
+        .filter(|v| control.as_ref().is_none_or(|(c, _)| c.name != v.name))
+    {
         let fixed = run_mlx_suite(variant);
-        assert!(fixed.finished, "{} suite did not finish ({}):\n{}", variant.name, fixed.status, fixed.stderr);
-        println!("{}: {} test cases; new: {new:?}", variant.name, fixed.cases.len());
+        assert!(
+            fixed.finished,
+            "{} suite did not finish ({}):\n{}",
+            variant.name, fixed.status, fixed.stderr
+        );
+        println!(
+            "{}: {} test cases; new: {new:?}",
+            variant.name,
+            fixed.cases.len()
+        );
         if let Some((control, pristine)) = &control {
-            let regressions: Vec<&String> = pristine.cases.iter().filter(|(n, &ok)| ok && fixed.cases.get(*n) != Some(&true)).map(|(n, _)| n).collect();
-            assert!(regressions.is_empty(), "pass on {} but not on {}: {regressions:?}", control.name, variant.name);
+            let regressions: Vec<&String> = pristine
+                .cases
+                .iter()
+                .filter(|(n, &ok)| ok && fixed.cases.get(*n) != Some(&true))
+                .map(|(n, _)| n)
+                .collect();
+            assert!(
+                regressions.is_empty(),
+                "pass on {} but not on {}: {regressions:?}",
+                control.name,
+                variant.name
+            );
         }
         let failures = fixed.failures();
-        assert!(failures.is_empty(), "fail on {}: {failures:?}", variant.name);
+        assert!(
+            failures.is_empty(),
+            "fail on {}: {failures:?}",
+            variant.name
+        );
         for name in &new {
-            assert_eq!(fixed.cases.get(name), Some(&true), "new test `{name}` must run and pass on {}", variant.name);
+            assert_eq!(
+                fixed.cases.get(name),
+                Some(&true),
+                "new test `{name}` must run and pass on {}",
+                variant.name
+            );
         }
     }
 }

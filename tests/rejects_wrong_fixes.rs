@@ -14,7 +14,10 @@
 //! fixed-variant checks fail the same way; these tests show, on every run,
 //! that the checks can.
 
-use mlx_fork::{assert_loads, rejection, report_note, report_row, run_mlx_suite, run_probe, signal_or_code, variant, wrong_fixes, Cell, Expect, Variant, VARIANTS};
+use mlx_fork::{
+    assert_loads, rejection, report_note, report_row, run_mlx_suite, run_probe, signal_or_code,
+    variant, wrong_fixes, Cell, Expect, Variant, VARIANTS,
+};
 use mlx_patched::Env;
 use std::process::Command;
 
@@ -24,10 +27,16 @@ use std::process::Command;
 fn variants_to_reject() -> Vec<&'static Variant> {
     let wrong = wrong_fixes();
     if Env::process().upstream_fixed() {
-        assert!(wrong.is_empty(), "no rejected fix is built against a fixed upstream");
+        assert!(
+            wrong.is_empty(),
+            "no rejected fix is built against a fixed upstream"
+        );
         println!("upstream is fixed (MLX_FORK_UPSTREAM_FIXED): no rejected fix to check");
     } else {
-        assert!(!wrong.is_empty(), "the variant table has no rejected fix: the suite would not show that it rejects one");
+        assert!(
+            !wrong.is_empty(),
+            "the variant table has no rejected fix: the suite would not show that it rejects one"
+        );
     }
     wrong
 }
@@ -35,7 +44,9 @@ fn variants_to_reject() -> Vec<&'static Variant> {
 #[test]
 fn report_scenario_still_leaks_on_wrong_fixes() {
     let wrong = variants_to_reject();
-    let args = ["--cycles", "3", "--blocks", "24", "--dim", "512", "--batch", "8"];
+    let args = [
+        "--cycles", "3", "--blocks", "24", "--dim", "512", "--batch", "8",
+    ];
     let mut cells = Vec::new();
     let mut digests = Vec::new();
     for v in VARIANTS {
@@ -49,7 +60,11 @@ fn report_scenario_still_leaks_on_wrong_fixes() {
         }
     }
     if !wrong.is_empty() {
-        report_row("rejected fix: the report's scenario, 3 cycles", &cells, digests.windows(2).all(|w| w[0] == w[1]));
+        report_row(
+            "rejected fix: the report's scenario, 3 cycles",
+            &cells,
+            digests.windows(2).all(|w| w[0] == w[1]),
+        );
     }
 }
 
@@ -60,17 +75,33 @@ fn held_output_breaks_on_wrong_fixes() {
         return;
     }
     // The probe itself works: on the control every held output evaluates right.
-    let control = Command::new(variant("pristine").held_output).output().expect("run the held-output probe");
+    let control = Command::new(variant("pristine").held_output)
+        .output()
+        .expect("run the held-output probe");
     let listed = String::from_utf8_lossy(&control.stdout);
-    assert!(control.status.success() && listed.lines().any(|l| l.starts_with("ok ")), "the held-output probe fails on the control ({}):\n{listed}", control.status);
+    assert!(
+        control.status.success() && listed.lines().any(|l| l.starts_with("ok ")),
+        "the held-output probe fails on the control ({}):\n{listed}",
+        control.status
+    );
     for v in wrong {
         // A probe that cannot load is a broken build, not a rejected fix.
         assert_loads(v.held_output);
-        let out = Command::new(v.held_output).output().expect("run the held-output probe");
+        let out = Command::new(v.held_output)
+            .output()
+            .expect("run the held-output probe");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let verdict = rejection(out.status, &stdout).unwrap_or_else(|e| panic!("{}: the held-output probe did not reject the fix: {e}\n{stdout}", v.name));
+        let verdict = rejection(out.status, &stdout).unwrap_or_else(|e| {
+            panic!(
+                "{}: the held-output probe did not reject the fix: {e}\n{stdout}",
+                v.name
+            )
+        });
         println!("{}: held-output probe {verdict}", v.name);
-        report_note(&format!("{}: held output of an unevaluated split: {verdict}", v.name));
+        report_note(&format!(
+            "{}: held output of an unevaluated split: {verdict}",
+            v.name
+        ));
     }
 }
 
@@ -86,13 +117,37 @@ fn mlx_suite_regresses_on_wrong_fixes() {
     for v in wrong {
         // The binary must load and list its cases: a suite that cannot even
         // start is a broken check, not a rejected fix.
-        let list = Command::new(v.mlx_tests).arg("--list-test-cases").output().expect("run MLX's tests");
-        assert!(list.status.success() && String::from_utf8_lossy(&list.stdout).contains("test "), "{}: MLX's tests do not start: {}", v.name, String::from_utf8_lossy(&list.stderr));
+        let list = Command::new(v.mlx_tests)
+            .arg("--list-test-cases")
+            .output()
+            .expect("run MLX's tests");
+        assert!(
+            list.status.success() && String::from_utf8_lossy(&list.stdout).contains("test "),
+            "{}: MLX's tests do not start: {}",
+            v.name,
+            String::from_utf8_lossy(&list.stderr)
+        );
         let run = run_mlx_suite(v);
-        let regressions: Vec<&String> = pristine.cases.iter().filter(|(n, &ok)| ok && run.cases.get(*n) == Some(&false)).map(|(n, _)| n).collect();
-        let verdict = if run.finished { format!("finished, {} regressions against the control: {regressions:?}", regressions.len()) } else { format!("{} before finishing", signal_or_code(run.status)) };
+        let regressions: Vec<&String> = pristine
+            .cases
+            .iter()
+            .filter(|(n, &ok)| ok && run.cases.get(*n) == Some(&false))
+            .map(|(n, _)| n)
+            .collect();
+        let verdict = if run.finished {
+            format!(
+                "finished, {} regressions against the control: {regressions:?}",
+                regressions.len()
+            )
+        } else {
+            format!("{} before finishing", signal_or_code(run.status))
+        };
         println!("{}: MLX's suite {verdict}", v.name);
-        assert!(!run.finished || !regressions.is_empty(), "{}: MLX's suite shows nothing wrong with a fix the suite must reject", v.name);
+        assert!(
+            !run.finished || !regressions.is_empty(),
+            "{}: MLX's suite shows nothing wrong with a fix the suite must reject",
+            v.name
+        );
         report_note(&format!("{}: MLX's own suite {verdict}", v.name));
     }
 }

@@ -10,7 +10,10 @@ use std::process::Command;
 
 fn retained(cfg: &Config) -> (Vec<i64>, u64) {
     let cycles = run(cfg, |_, _| {}).expect("scenario runs");
-    (cycles.iter().map(|c| c.retained_bytes).collect(), cycles[0].digest)
+    (
+        cycles.iter().map(|c| c.retained_bytes).collect(),
+        cycles[0].digest,
+    )
 }
 
 /// The libmlx files mapped into this process.
@@ -21,7 +24,10 @@ fn loaded_libmlx() -> Vec<PathBuf> {
         .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .map(Path::new)
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libmlx.so")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libmlx.so"))
+        })
         .map(|p| p.canonicalize().unwrap_or_else(|_| p.to_path_buf()))
         .collect();
     found.dedup();
@@ -38,53 +44,127 @@ fn loaded_libmlx() -> Vec<PathBuf> {
 fn the_loaded_library_is_the_linked_variants() {
     mlx_bridge::memory::active();
     let loaded = loaded_libmlx();
-    assert_eq!(loaded.len(), 1, "expected one libmlx in the process, found {loaded:?}");
-    let lib_dir = Path::new(linked().prefix).join("lib").canonicalize().expect("the variant's lib directory");
-    assert_eq!(loaded[0].parent(), Some(lib_dir.as_path()), "libmlx was loaded from outside the {} prefix", linked().name);
+    assert_eq!(
+        loaded.len(),
+        1,
+        "expected one libmlx in the process, found {loaded:?}"
+    );
+    let lib_dir = Path::new(linked().prefix)
+        .join("lib")
+        .canonicalize()
+        .expect("the variant's lib directory");
+    assert_eq!(
+        loaded[0].parent(),
+        Some(lib_dir.as_path()),
+        "libmlx was loaded from outside the {} prefix",
+        linked().name
+    );
 
-    let nm = Command::new("nm").args(["-D", "--defined-only", "-C"]).arg(&loaded[0]).output().expect("nm (binutils) lists the library's symbols");
-    assert!(nm.status.success(), "nm failed: {}", String::from_utf8_lossy(&nm.stderr));
+    let nm = Command::new("nm")
+        .args(["-D", "--defined-only", "-C"])
+        .arg(&loaded[0])
+        .output()
+        .expect("nm (binutils) lists the library's symbols");
+    assert!(
+        nm.status.success(),
+        "nm failed: {}",
+        String::from_utf8_lossy(&nm.stderr)
+    );
     let exports = String::from_utf8_lossy(&nm.stdout).contains("mlx::core::array::release_group(");
-    let header = std::fs::read_to_string(Path::new(linked().prefix).join("include/mlx/array.h")).expect("the variant's array.h");
-    assert_eq!(exports, header.contains("release_group("), "the loaded library and the {} headers disagree", linked().name);
+    let header = std::fs::read_to_string(Path::new(linked().prefix).join("include/mlx/array.h"))
+        .expect("the variant's array.h");
+    assert_eq!(
+        exports,
+        header.contains("release_group("),
+        "the loaded library and the {} headers disagree",
+        linked().name
+    );
     if mlx_patched::Env::process().series_dir().is_none() {
-        assert_eq!(exports, linked().name == "patched", "{}: release_group exported: {exports}", linked().name);
+        assert_eq!(
+            exports,
+            linked().name == "patched",
+            "{}: release_group exported: {exports}",
+            linked().name
+        );
     }
 }
 
 #[test]
 fn report_scenario_through_the_rust_api() {
-    let (bytes, _) = retained(&Config { cycles: 3, ..Config::default() });
+    let (bytes, _) = retained(&Config {
+        cycles: 3,
+        ..Config::default()
+    });
     let bound = Cell::REPORT.bound(linked().expect);
-    assert!(bytes.len() == 3 && bound.admits_all(&bytes), "{} must retain {bound} every cycle: {bytes:?}", linked().name);
+    assert!(
+        bytes.len() == 3 && bound.admits_all(&bytes),
+        "{} must retain {bound} every cycle: {bytes:?}",
+        linked().name
+    );
 }
 
 #[test]
 fn ablations_do_not_leak_and_compute_the_same_bits() {
-    let (_, reference) = retained(&Config { cycles: 1, ..Config::default() });
+    let (_, reference) = retained(&Config {
+        cycles: 1,
+        ..Config::default()
+    });
     let ablations = [
-        ("two slices", Config { split: false, ..Config::default() }),
-        ("weights not evaluated outside", Config { eval_outside: false, ..Config::default() }),
-        ("not compiled", Config { compile: false, ..Config::default() }),
+        (
+            "two slices",
+            Config {
+                split: false,
+                ..Config::default()
+            },
+        ),
+        (
+            "weights not evaluated outside",
+            Config {
+                eval_outside: false,
+                ..Config::default()
+            },
+        ),
+        (
+            "not compiled",
+            Config {
+                compile: false,
+                ..Config::default()
+            },
+        ),
     ];
     for (name, cfg) in ablations {
         let cfg = Config { cycles: 2, ..cfg };
         let (bytes, digest) = retained(&cfg);
         // Without evaluating the weights, pristine still leaks the PRNG
         // keys they are sampled from, but no longer the weights.
-        let bound = Cell { split: cfg.split, eval_outside: cfg.eval_outside, compile: cfg.compile }.bound(linked().expect);
-        assert!(bytes.len() == 2 && bound.admits_all(&bytes), "{name} on {}: must retain {bound} every cycle: {bytes:?}", linked().name);
+        let bound = Cell {
+            split: cfg.split,
+            eval_outside: cfg.eval_outside,
+            compile: cfg.compile,
+        }
+        .bound(linked().expect);
+        assert!(
+            bytes.len() == 2 && bound.admits_all(&bytes),
+            "{name} on {}: must retain {bound} every cycle: {bytes:?}",
+            linked().name
+        );
         // Unevaluated weights are sampled inside the compiled graph, where
         // compile fuses the sampling: other weight bits, so other outputs.
         if cfg.eval_outside {
-            assert_eq!(digest, reference, "{name}: same output bits as split + compile");
+            assert_eq!(
+                digest, reference,
+                "{name}: same output bits as split + compile"
+            );
         }
     }
 }
 
 #[test]
 fn rust_api_and_cpp_api_compute_the_same_bits() {
-    let (_, digest) = retained(&Config { cycles: 1, ..Config::default() });
+    let (_, digest) = retained(&Config {
+        cycles: 1,
+        ..Config::default()
+    });
     let cpp = run_probe(linked(), |v| v.leak_scenario, &["--cycles", "1"]);
     assert_eq!(format!("{digest:016x}"), cpp.digest());
 }

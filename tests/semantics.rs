@@ -19,8 +19,14 @@ fn matrix(n: i32, seed: u64) -> Array {
 /// A symmetric positive definite matrix: a a^T + n I.
 fn spd(n: i32) -> Array {
     let a = matrix(n, 7);
-    let eye: Vec<f32> = (0..n * n).map(|i| if i % (n + 1) == 0 { n as f32 } else { 0.0 }).collect();
-    let s = mlx::add(&mlx::matmul(&a, &mlx::transpose(&a).unwrap()).unwrap(), &Array::from_f32(&eye, &[n, n]).unwrap()).unwrap();
+    let eye: Vec<f32> = (0..n * n)
+        .map(|i| if i % (n + 1) == 0 { n as f32 } else { 0.0 })
+        .collect();
+    let s = mlx::add(
+        &mlx::matmul(&a, &mlx::transpose(&a).unwrap()).unwrap(),
+        &Array::from_f32(&eye, &[n, n]).unwrap(),
+    )
+    .unwrap();
     s.eval().unwrap();
     s
 }
@@ -38,7 +44,12 @@ fn held_output_survives(what: &str, make: impl Fn() -> Result<Vec<Array>>, keep:
         let held = {
             let mut outs = make().unwrap();
             let held = outs[keep].clone();
-            let consumers: Vec<Array> = outs.iter().enumerate().filter(|(i, _)| *i != keep).map(|(_, o)| mlx::add(o, o).unwrap()).collect();
+            let consumers: Vec<Array> = outs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != keep)
+                .map(|(_, o)| mlx::add(o, o).unwrap())
+                .collect();
             if consumers_first {
                 drop(consumers);
                 outs.clear();
@@ -48,7 +59,11 @@ fn held_output_survives(what: &str, make: impl Fn() -> Result<Vec<Array>>, keep:
             }
             held
         };
-        assert_eq!(bits(&held), reference, "{what}: output {keep} (consumers dropped first: {consumers_first})");
+        assert_eq!(
+            bits(&held),
+            reference,
+            "{what}: output {keep} (consumers dropped first: {consumers_first})"
+        );
     }
 }
 
@@ -77,7 +92,10 @@ fn held_output_of_split_survives() {
         let _consumer = mlx::multiply(&parts[1], &Array::scalar_f32(2.0)).unwrap();
         parts[0].clone()
     };
-    assert_eq!(held.to_vec_f32().unwrap(), vec![0., 1., 2., 6., 7., 8., 12., 13., 14., 18., 19., 20.]);
+    assert_eq!(
+        held.to_vec_f32().unwrap(),
+        vec![0., 1., 2., 6., 7., 8., 12., 13., 14., 18., 19., 20.]
+    );
 }
 
 #[test]
@@ -122,7 +140,14 @@ fn held_output_of_a_multi_output_vjp_survives() {
     let x = mlx::random::normal(&[4, 16], Dtype::F32, &mlx::random::key(5)).unwrap();
     let w = mlx::random::normal(&[16], Dtype::F32, &mlx::random::key(6)).unwrap();
     let ct = mlx::ones(&[4, 16], Dtype::F32).unwrap();
-    let make = || mlx::vjp(|p: &[Array]| Ok(vec![mlx::fast::rms_norm(&p[0], Some(&p[1]), 1e-5)?]), &[x.clone(), w.clone()], std::slice::from_ref(&ct)).map(|(_, g)| g);
+    let make = || {
+        mlx::vjp(
+            |p: &[Array]| Ok(vec![mlx::fast::rms_norm(&p[0], Some(&p[1]), 1e-5)?]),
+            &[x.clone(), w.clone()],
+            std::slice::from_ref(&ct),
+        )
+        .map(|(_, g)| g)
+    };
     held_output_survives("rms_norm vjp", make, 0);
     held_output_survives("rms_norm vjp", make, 1);
 }
@@ -133,12 +158,18 @@ fn vjp_through_split() {
     let x = mlx::arange(0.0, 8.0, 1.0, Dtype::F32).unwrap();
     let f = |p: &[Array]| {
         let parts = mlx::split(&p[0], 2, 0)?;
-        let y = mlx::add(&mlx::multiply(&parts[0], &Array::scalar_f32(3.0))?, &mlx::multiply(&parts[1], &Array::scalar_f32(5.0))?)?;
+        let y = mlx::add(
+            &mlx::multiply(&parts[0], &Array::scalar_f32(3.0))?,
+            &mlx::multiply(&parts[1], &Array::scalar_f32(5.0))?,
+        )?;
         Ok(vec![mlx::sum(&y)?])
     };
     let (outs, grads) = mlx::vjp(f, &[x], &[Array::scalar_f32(1.0)]).unwrap();
     assert_eq!(outs[0].to_vec_f32().unwrap(), vec![3.0 * 6.0 + 5.0 * 22.0]);
-    assert_eq!(grads[0].to_vec_f32().unwrap(), vec![3., 3., 3., 3., 5., 5., 5., 5.]);
+    assert_eq!(
+        grads[0].to_vec_f32().unwrap(),
+        vec![3., 3., 3., 3., 5., 5., 5., 5.]
+    );
 }
 
 #[test]
@@ -146,16 +177,24 @@ fn vmap_through_split() {
     let x = mlx::reshape(&mlx::arange(0.0, 12.0, 1.0, Dtype::F32).unwrap(), &[3, 4]).unwrap();
     let swap = |p: &[Array]| {
         let parts = mlx::split(&p[0], 2, 0)?;
-        Ok(vec![mlx::concatenate(&[parts[1].clone(), parts[0].clone()], 0)?])
+        Ok(vec![mlx::concatenate(
+            &[parts[1].clone(), parts[0].clone()],
+            0,
+        )?])
     };
     let mapped = mlx::vmap(swap, &[0], &[0]).unwrap().call(&[x]).unwrap();
     assert_eq!(mapped[0].shape(), vec![3, 4]);
-    assert_eq!(mapped[0].to_vec_f32().unwrap(), vec![2., 3., 0., 1., 6., 7., 4., 5., 10., 11., 8., 9.]);
+    assert_eq!(
+        mapped[0].to_vec_f32().unwrap(),
+        vec![2., 3., 0., 1., 6., 7., 4., 5., 10., 11., 8., 9.]
+    );
 }
 
 #[test]
 fn compiled_is_bit_identical_to_uncompiled_over_many_calls_and_shapes() {
-    let weights: Vec<Array> = (0..4).map(|i| mlx::random::normal(&[32, 32], Dtype::F32, &mlx::random::key(100 + i)).unwrap()).collect();
+    let weights: Vec<Array> = (0..4)
+        .map(|i| mlx::random::normal(&[32, 32], Dtype::F32, &mlx::random::key(100 + i)).unwrap())
+        .collect();
     mlx::eval(&weights).unwrap();
     let forward = {
         let weights = weights.clone();
@@ -163,14 +202,18 @@ fn compiled_is_bit_identical_to_uncompiled_over_many_calls_and_shapes() {
             let mut x = p[0].clone();
             for w in &weights {
                 let parts = mlx::split(&mlx::matmul(&x, w)?, 2, -1)?;
-                x = mlx::add(&mlx::concatenate(&[parts[1].clone(), parts[0].clone()], -1)?, &Array::scalar_f32(0.5))?;
+                x = mlx::add(
+                    &mlx::concatenate(&[parts[1].clone(), parts[0].clone()], -1)?,
+                    &Array::scalar_f32(0.5),
+                )?;
             }
             Ok(vec![x])
         }
     };
     let compiled = mlx::compile(forward.clone());
     for (call, batch) in [1, 1, 1, 4, 4, 2, 1, 4, 3, 3].into_iter().enumerate() {
-        let x = mlx::random::normal(&[batch, 32], Dtype::F32, &mlx::random::key(call as u64)).unwrap();
+        let x =
+            mlx::random::normal(&[batch, 32], Dtype::F32, &mlx::random::key(call as u64)).unwrap();
         let expected = bits(&forward(std::slice::from_ref(&x)).unwrap()[0]);
         let got = bits(&compiled.call(&[x]).unwrap()[0]);
         assert_eq!(got, expected, "call {call} with batch {batch}");

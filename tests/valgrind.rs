@@ -20,10 +20,17 @@ fn loss_records(report: &str) -> Vec<LossRecord> {
     let mut in_stack = false;
     for line in report.lines() {
         // Strip the `==pid== ` prefix.
-        let body = line.strip_prefix("==").and_then(|l| l.split_once("== ")).map(|(_, rest)| rest).unwrap_or(line);
+        let body = line
+            .strip_prefix("==")
+            .and_then(|l| l.split_once("== "))
+            .map(|(_, rest)| rest)
+            .unwrap_or(line);
         if let Some((_, rest)) = body.split_once(" are ") {
             if let Some((kind, _)) = rest.split_once(" lost in loss record ") {
-                records.push(LossRecord { kind: kind.trim_start_matches("possibly ").to_string(), frames: Vec::new() });
+                records.push(LossRecord {
+                    kind: kind.trim_start_matches("possibly ").to_string(),
+                    frames: Vec::new(),
+                });
                 in_stack = true;
                 continue;
             }
@@ -42,23 +49,47 @@ fn loss_records(report: &str) -> Vec<LossRecord> {
 /// whether a lost block's allocation stack goes through `make_arrays`.
 fn lost_bytes(variant: &Variant, extra: &[&str]) -> (u64, u64, bool) {
     let out = Command::new("valgrind")
-        .args(["--leak-check=full", "--show-leak-kinds=definite,indirect", "--num-callers=30"])
+        .args([
+            "--leak-check=full",
+            "--show-leak-kinds=definite,indirect",
+            "--num-callers=30",
+        ])
         .args(["--errors-for-leak-kinds=none", "--error-exitcode=0"])
         .arg(variant.leak_scenario)
-        .args(["--cycles", "2", "--blocks", "4", "--dim", "64", "--batch", "2"])
+        .args([
+            "--cycles", "2", "--blocks", "4", "--dim", "64", "--batch", "2",
+        ])
         .args(extra)
         .output()
         .expect("valgrind must be installed (cargo xtask deps installs it)");
-    assert!(out.status.success(), "valgrind run failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "valgrind run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = String::from_utf8_lossy(&out.stderr);
     let lost = |kind: &str| -> u64 {
         report
             .lines()
-            .find_map(|l| l.split_once(&format!("{kind} lost: ")).map(|(_, rest)| rest))
-            .map(|rest| rest.split(" bytes").next().unwrap().replace(',', "").trim().parse().unwrap())
+            .find_map(|l| {
+                l.split_once(&format!("{kind} lost: "))
+                    .map(|(_, rest)| rest)
+            })
+            .map(|rest| {
+                rest.split(" bytes")
+                    .next()
+                    .unwrap()
+                    .replace(',', "")
+                    .trim()
+                    .parse()
+                    .unwrap()
+            })
             .unwrap_or(0)
     };
-    assert!(report.contains("LEAK SUMMARY") || report.contains("All heap blocks were freed"), "no leak report:\n{report}");
+    assert!(
+        report.contains("LEAK SUMMARY") || report.contains("All heap blocks were freed"),
+        "no leak report:\n{report}"
+    );
     let records = loss_records(&report);
     let through_make_arrays = records
         .iter()
@@ -84,7 +115,10 @@ fn loss_records_are_read_from_their_own_stacks_only() {
 ";
     let records = loss_records(report);
     assert_eq!(records.len(), 2);
-    assert_eq!((records[0].kind.as_str(), records[0].frames.len()), ("definitely", 2));
+    assert_eq!(
+        (records[0].kind.as_str(), records[0].frames.len()),
+        ("definitely", 2)
+    );
     assert!(!records[0].frames.iter().any(|f| f.contains("make_arrays")));
     assert_eq!(records[1].kind, "indirectly");
     assert!(records[1].frames[1].contains("make_arrays"));
@@ -94,14 +128,31 @@ fn loss_records_are_read_from_their_own_stacks_only() {
 fn valgrind_sees_the_orphaned_cycle_only_on_the_control() {
     for variant in control_and_fixes() {
         let (definitely, indirectly, through_make_arrays) = lost_bytes(variant, &[]);
-        println!("{}: definitely lost {definitely} B, indirectly lost {indirectly} B", variant.name);
+        println!(
+            "{}: definitely lost {definitely} B, indirectly lost {indirectly} B",
+            variant.name
+        );
         if variant.leak_free() {
-            assert_eq!((definitely, indirectly), (0, 0), "{}: nothing may be lost", variant.name);
+            assert_eq!(
+                (definitely, indirectly),
+                (0, 0),
+                "{}: nothing may be lost",
+                variant.name
+            );
         } else {
             assert!(definitely > 0 && indirectly > 0, "{}: valgrind must see the orphaned group ({definitely} definitely, {indirectly} indirectly lost)", variant.name);
-            assert!(through_make_arrays, "{}: the lost blocks must be allocated through make_arrays", variant.name);
+            assert!(
+                through_make_arrays,
+                "{}: the lost blocks must be allocated through make_arrays",
+                variant.name
+            );
             let slices = lost_bytes(variant, &["--slices"]);
-            assert_eq!((slices.0, slices.1), (0, 0), "{} with two slices: nothing lost", variant.name);
+            assert_eq!(
+                (slices.0, slices.1),
+                (0, 0),
+                "{} with two slices: nothing lost",
+                variant.name
+            );
         }
     }
 }

@@ -9,17 +9,34 @@ const AREAS: &[&str] = &["array", "ops", "random", "linalg", "transforms", "memo
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = env.out_dir()?;
-    let variant = if env.cargo_feature("pristine") { Variant::PRISTINE } else { Variant::PATCHED };
-    let opts = Options::from_env(env, &mlx_patched::target_dir_of_out_dir(&out_dir), env.cargo_feature("cuda"))?;
+    let variant = if env.cargo_feature("pristine") {
+        Variant::PRISTINE
+    } else {
+        Variant::PATCHED
+    };
+    let opts = Options::from_env(
+        env,
+        &mlx_patched::target_dir_of_out_dir(&out_dir),
+        env.cargo_feature("cuda"),
+    )?;
     let mlx = mlx_patched::build(variant, &opts)?;
 
     // The fuzzer's release paths exist only where the fuzzer asks for them.
-    let fuzz: &[&str] = if env.cargo_feature("fuzz") { &["fuzz"] } else { &[] };
+    let fuzz: &[&str] = if env.cargo_feature("fuzz") {
+        &["fuzz"]
+    } else {
+        &[]
+    };
     let areas: Vec<&str> = AREAS.iter().chain(fuzz).copied().collect();
     let bridges: Vec<String> = areas.iter().map(|a| format!("src/ffi/{a}.rs")).collect();
     let sources: Vec<String> = areas.iter().map(|a| format!("cpp/{a}.cc")).collect();
     let mut build = cxx_build::bridges(&bridges);
-    build.files(&sources).include("cpp").include(&mlx.include_dir).std("c++20").flag_if_supported("-Wno-unused-parameter");
+    build
+        .files(&sources)
+        .include("cpp")
+        .include(&mlx.include_dir)
+        .std("c++20")
+        .flag_if_supported("-Wno-unused-parameter");
     // Against a sanitizer build the bridge is instrumented too: MLX's inline
     // header code (array.h's release fast path among it) is compiled here.
     for flag in mlx.sanitizer.map(|s| s.compile_flags()).unwrap_or_default() {
@@ -34,7 +51,10 @@ fn main() -> Result<(), Error> {
     // The rpath reaches only this package's own targets; dependents call
     // `mlx_patched::print_rpath_of_dependency` for theirs.
     mlx.print_cargo_metadata();
-    println!("cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}", mlx_patched::version_of(&mlx.source_dir)?);
+    println!(
+        "cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}",
+        mlx_patched::version_of(&mlx.source_dir)?
+    );
     println!("cargo:rustc-cfg=mlx_variant=\"{variant}\"");
     println!("cargo:rustc-check-cfg=cfg(mlx_variant, values(\"patched\", \"pristine\"))");
     Ok(())

@@ -25,13 +25,22 @@ fn main() -> Result<(), Error> {
 
     // mlx-c before the MLX it calls: with --as-needed, a shared library
     // listed before anything needs it is dropped.
-    println!("cargo:rustc-link-search=native={}", mlxc.join("lib").display());
+    println!(
+        "cargo:rustc-link-search=native={}",
+        mlxc.join("lib").display()
+    );
     println!("cargo:rustc-link-lib=static=mlxc");
     mlx.print_cargo_metadata();
     let apple = env.target_cfg("target_vendor").as_deref() == Some("apple");
-    println!("cargo:rustc-link-lib=dylib={}", if apple { "c++" } else { "stdc++" });
+    println!(
+        "cargo:rustc-link-lib=dylib={}",
+        if apple { "c++" } else { "stdc++" }
+    );
     // What the published crate tells its dependents, where it applies.
-    println!("cargo:version={}", mlx_patched::version_of(&mlx.include_dir)?);
+    println!(
+        "cargo:version={}",
+        mlx_patched::version_of(&mlx.include_dir)?
+    );
     // Cargo gives dependents no rpath: say once, when this runs, what binaries need.
     println!(
         "cargo:warning=mlx-sys: libmlx ({}) is in {lib}; binaries need it at run time: add `-C link-arg=-Wl,-rpath,{lib}` to rustflags or set LD_LIBRARY_PATH (cargo xtask mlx-rs prints the lines)",
@@ -110,7 +119,10 @@ fn generate_bindings(mlxc_src: &Path, out_dir: &Path) -> Result<(), Error> {
         .collect();
     headers.sort();
     let mut builder = bindgen::Builder::default()
-        .rust_target(bindgen::RustTarget::stable(73, 0).map_err(|e| Error::new(format!("bindgen target: {e}")))?)
+        .rust_target(
+            bindgen::RustTarget::stable(73, 0)
+                .map_err(|e| Error::new(format!("bindgen target: {e}")))?,
+        )
         .clang_arg(format!("-I{}", mlxc_src.display()))
         // The allocator functions come along with <stdlib.h>; their size
         // types do not match Rust's own declarations of them.
@@ -126,5 +138,7 @@ fn generate_bindings(mlxc_src: &Path, out_dir: &Path) -> Result<(), Error> {
              `apt-get install libclang-dev` (cargo xtask deps installs it), elsewhere set LIBCLANG_PATH."
         ))
     })?;
-    bindings.write_to_file(out_dir.join("bindings.rs")).map_err(|e| Error::new(format!("cannot write the bindings: {e}")))
+    bindings
+        .write_to_file(out_dir.join("bindings.rs"))
+        .map_err(|e| Error::new(format!("cannot write the bindings: {e}")))
 }

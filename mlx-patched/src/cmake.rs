@@ -44,7 +44,9 @@ impl Sanitizer {
         match s {
             "address" => Ok(Sanitizer::Address),
             "thread" => Ok(Sanitizer::Thread),
-            _ => Err(Error::new(format!("unknown sanitizer `{s}`: expected `address` or `thread`"))),
+            _ => Err(Error::new(format!(
+                "unknown sanitizer `{s}`: expected `address` or `thread`"
+            ))),
         }
     }
 
@@ -67,7 +69,11 @@ impl Sanitizer {
     /// instrumentation, frame pointers kept and line tables, for stacks.
     pub fn compile_flags(self) -> &'static [&'static str] {
         match self {
-            Sanitizer::Address => &["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g1"],
+            Sanitizer::Address => &[
+                "-fsanitize=address,undefined",
+                "-fno-omit-frame-pointer",
+                "-g1",
+            ],
             Sanitizer::Thread => &["-fsanitize=thread", "-fno-omit-frame-pointer", "-g1"],
         }
     }
@@ -92,7 +98,9 @@ impl Sanitizer {
         // -O1 (instead of Release's -O3) is the usual level for sanitizer
         // builds: inlining keeps fewer frames out of the stacks.
         for lang in ["C", "CXX"] {
-            args.push(format!("-DCMAKE_{lang}_FLAGS=-fno-omit-frame-pointer -fno-optimize-sibling-calls -g1"));
+            args.push(format!(
+                "-DCMAKE_{lang}_FLAGS=-fno-omit-frame-pointer -fno-optimize-sibling-calls -g1"
+            ));
             args.push(format!("-DCMAKE_{lang}_FLAGS_RELEASE=-O1 -DNDEBUG"));
         }
         args.push("-DMLX_FORK_DESC_CENSUS=ON".into());
@@ -149,10 +157,25 @@ impl Artifacts {
     /// library and the CMake package, nothing built.
     pub fn from_prefix(prefix: &Path) -> Result<Artifacts, Error> {
         let lib_dir = prefix.join("lib");
-        let lib = if cfg!(target_os = "macos") { "libmlx.dylib" } else { "libmlx.so" };
-        for (what, path) in [("headers", prefix.join("include/mlx/array.h")), ("library", lib_dir.join(lib)), ("CMake package", prefix.join("share/cmake/MLX/MLXConfig.cmake"))] {
+        let lib = if cfg!(target_os = "macos") {
+            "libmlx.dylib"
+        } else {
+            "libmlx.so"
+        };
+        for (what, path) in [
+            ("headers", prefix.join("include/mlx/array.h")),
+            ("library", lib_dir.join(lib)),
+            (
+                "CMake package",
+                prefix.join("share/cmake/MLX/MLXConfig.cmake"),
+            ),
+        ] {
             if !path.exists() {
-                return Err(Error::new(format!("{} is not an MLX install prefix: its {what} ({}) are missing", prefix.display(), path.display())));
+                return Err(Error::new(format!(
+                    "{} is not an MLX install prefix: its {what} ({}) are missing",
+                    prefix.display(),
+                    path.display()
+                )));
             }
         }
         Ok(Artifacts {
@@ -235,12 +258,24 @@ impl Options {
         let root = env.build_dir().unwrap_or_else(|| target_dir.join("mlx"));
         let jobs = match env.jobs()? {
             Some(j) => j,
-            None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            None => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
         };
         let extra_cmake_args = env.cmake_args()?;
         let patches_dir = env.series_dir().unwrap_or_else(patch::series_dir);
         let sanitizer = env.sanitizer()?;
-        Ok(Options { root, backend: Backend::for_host(cuda), jobs, extra_cmake_args, patches_dir, env, tests: false, progress: Progress::Quiet, sanitizer })
+        Ok(Options {
+            root,
+            backend: Backend::for_host(cuda),
+            jobs,
+            extra_cmake_args,
+            patches_dir,
+            env,
+            tests: false,
+            progress: Progress::Quiet,
+            sanitizer,
+        })
     }
 }
 
@@ -251,25 +286,40 @@ pub fn build(variant: Variant, opts: &Options) -> Result<Artifacts, Error> {
 
 /// Builds one variant from a given upstream tree (`cargo xtask rebase`
 /// builds trees other than the pinned one this way).
-pub fn build_from(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<Artifacts, Error> {
+pub fn build_from(
+    variant: Variant,
+    upstream: &Upstream,
+    opts: &Options,
+) -> Result<Artifacts, Error> {
     build_recipe(&recipe(variant, opts)?, upstream, opts)
 }
 
 /// Builds `variants` (in order) from one look-up of the upstream tree.
 pub fn build_all(variants: &[Variant], opts: &Options) -> Result<Vec<Artifacts>, Error> {
     let upstream = crate::upstream(opts)?;
-    variants.iter().map(|v| build_from(*v, &upstream, opts)).collect()
+    variants
+        .iter()
+        .map(|v| build_from(*v, &upstream, opts))
+        .collect()
 }
 
 /// Builds the control plus candidate `patches` (a fix under evaluation),
 /// so MLX's suite runs the series' tests against the candidate. Lives beside
 /// the variants as `experiment-<name>`, built on the control's build.
-pub fn build_experiment(name: &str, patches: &[PathBuf], opts: &Options) -> Result<Artifacts, Error> {
+pub fn build_experiment(
+    name: &str,
+    patches: &[PathBuf],
+    opts: &Options,
+) -> Result<Artifacts, Error> {
     let base = recipe(Variant::PRISTINE, opts)?;
     let n = base.patches.len();
     let mut stages = base.patches;
     stages.extend(patches.iter().map(|p| (p.clone(), None)));
-    let r = Recipe { name: format!("experiment-{name}"), patches: stages, base: Some((Variant::PRISTINE, n)) };
+    let r = Recipe {
+        name: format!("experiment-{name}"),
+        patches: stages,
+        base: Some((Variant::PRISTINE, n)),
+    };
     build_recipe(&r, &crate::upstream(opts)?, opts)
 }
 
@@ -283,39 +333,72 @@ struct Recipe {
 }
 
 fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> {
-    let workspace = patch::series_dir().parent().map(Path::to_path_buf).unwrap_or_default();
-    let extra: Vec<(PathBuf, Option<&'static str>)> = variant.extra_patches.iter().map(|p| (workspace.join(p), None)).collect();
+    let workspace = patch::series_dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let extra: Vec<(PathBuf, Option<&'static str>)> = variant
+        .extra_patches
+        .iter()
+        .map(|p| (workspace.join(p), None))
+        .collect();
     // The series directory itself, so that an added or removed patch counts.
     opts.env.track_file(&opts.patches_dir);
     for (p, _) in &extra {
         opts.env.track_file(p);
     }
     if let Some(base_name) = variant.base {
-        let base = VARIANTS.iter().copied().find(|v| v.name == base_name).ok_or_else(|| Error::new(format!("variant {variant} is built on `{base_name}`, which is not a variant")))?;
+        let base = VARIANTS
+            .iter()
+            .copied()
+            .find(|v| v.name == base_name)
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "variant {variant} is built on `{base_name}`, which is not a variant"
+                ))
+            })?;
         let mut r = recipe(base, opts)?;
         let n = r.patches.len();
         r.patches.extend(extra);
-        return Ok(Recipe { name: variant.name.to_string(), patches: r.patches, base: Some((base, n)) });
+        return Ok(Recipe {
+            name: variant.name.to_string(),
+            patches: r.patches,
+            base: Some((base, n)),
+        });
     }
     let series = patch::fix_series(&opts.patches_dir)?;
     for p in patch::series(&opts.patches_dir)? {
         opts.env.track_file(&p);
     }
     if variant.series_paths.is_none() && series.is_empty() {
-        let msg = format!("{} holds no patch: the {variant} variant is the upstream tree", opts.patches_dir.display());
+        let msg = format!(
+            "{} holds no patch: the {variant} variant is the upstream tree",
+            opts.patches_dir.display()
+        );
         if opts.env.is_build_script() {
             println!("cargo:warning={msg}");
         } else {
             eprintln!("{msg}");
         }
     }
-    let mut patches: Vec<_> = extra.into_iter().chain(series.into_iter().map(|p| (p, variant.series_paths))).collect();
+    let mut patches: Vec<_> = extra
+        .into_iter()
+        .chain(series.into_iter().map(|p| (p, variant.series_paths)))
+        .collect();
     // The debug aids go whole into every variant of a sanitizer build, the
     // control too, so that they measure the same thing on each.
     if opts.sanitizer.is_some() {
-        patches.extend(patch::fork_only(&opts.patches_dir)?.into_iter().map(|p| (p, None)));
+        patches.extend(
+            patch::fork_only(&opts.patches_dir)?
+                .into_iter()
+                .map(|p| (p, None)),
+        );
     }
-    Ok(Recipe { name: variant.name.to_string(), patches, base: None })
+    Ok(Recipe {
+        name: variant.name.to_string(),
+        patches,
+        base: None,
+    })
 }
 
 /// What a variant directory's stamp says: the cache key it was built with,
@@ -334,22 +417,45 @@ fn read_stamp(path: &Path) -> Option<Stamp> {
 }
 
 fn write_stamp(path: &Path, key: &str, tests: bool, about: &str) -> Result<(), Error> {
-    fs::write(path, format!("{key}\ntests {}\n{about}", if tests { "yes" } else { "no" })).map_err(io("cannot write the stamp"))
+    fs::write(
+        path,
+        format!("{key}\ntests {}\n{about}", if tests { "yes" } else { "no" }),
+    )
+    .map_err(io("cannot write the stamp"))
 }
 
 /// The identity of a program: its path as given and the first line of its
 /// `--version`, so another compiler (or another version of it) is another key.
 fn tool_identity(program: &std::ffi::OsStr) -> String {
-    let first = program.to_string_lossy().split_whitespace().next().unwrap_or("").to_string();
-    let version = Command::new(&first).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string());
-    format!("{first}: {}", version.unwrap_or_else(|e| format!("not runnable ({e})")))
+    let first = program
+        .to_string_lossy()
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let version = Command::new(&first).arg("--version").output().map(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    });
+    format!(
+        "{first}: {}",
+        version.unwrap_or_else(|e| format!("not runnable ({e})"))
+    )
 }
 
 /// Everything that changes what a build produces, hashed: the logic
 /// version, upstream's tree, every patch's bytes, the CMake arguments, the
 /// compilers and CMake, and the system packages standing in for MLX's
 /// downloaded dependencies.
-fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Options) -> Result<String, Error> {
+fn cache_key(
+    recipe: &Recipe,
+    upstream: &Upstream,
+    args: &[String],
+    opts: &Options,
+) -> Result<String, Error> {
     let mut key = Fingerprint::new(&format!("build {BUILD_LOGIC_VERSION}"));
     key.text("tree", &upstream.tree_id);
     for (p, only) in &recipe.patches {
@@ -362,11 +468,18 @@ fn cache_key(recipe: &Recipe, upstream: &Upstream, args: &[String], opts: &Optio
 /// The CMake arguments of a variant installed into `prefix`: the host's,
 /// gguflib's source, and the system packages that stand in for MLX's
 /// downloads.
-fn configure_args(upstream: &Upstream, opts: &Options, prefix: &Path) -> Result<Vec<String>, Error> {
+fn configure_args(
+    upstream: &Upstream,
+    opts: &Options,
+    prefix: &Path,
+) -> Result<Vec<String>, Error> {
     let mut args = cmake_args(opts, prefix);
     // GGUF support compiles gguflib in: from the pinned package, not git.
     let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
-    args.push(format!("-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}", gguflib.display()));
+    args.push(format!(
+        "-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}",
+        gguflib.display()
+    ));
     args.extend(system::offline_dep_dirs(&opts.root, opts.backend)?);
     Ok(args)
 }
@@ -378,16 +491,32 @@ fn configure_args(upstream: &Upstream, opts: &Options, prefix: &Path) -> Result<
 /// a sanitizer build, the variant's own), the CMake arguments (sanitizer
 /// flags and optimisation level included), the compilers and CMake, and the
 /// system packages. Evidence recorded for a build is keyed on this.
-pub fn build_inputs(variant: Variant, upstream: &Upstream, opts: &Options) -> Result<String, Error> {
+pub fn build_inputs(
+    variant: Variant,
+    upstream: &Upstream,
+    opts: &Options,
+) -> Result<String, Error> {
     let recipe = recipe(variant, opts)?;
     let root = opts.root.display().to_string();
-    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?.display().to_string();
-    let args: Vec<String> = configure_args(upstream, opts, &variant_dir(opts, &recipe.name).join("prefix"))?
-        .into_iter()
-        .map(|a| a.replace(&gguflib, "<gguflib>").replace(&root, "<build dir>"))
-        .collect();
+    let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?
+        .display()
+        .to_string();
+    let args: Vec<String> = configure_args(
+        upstream,
+        opts,
+        &variant_dir(opts, &recipe.name).join("prefix"),
+    )?
+    .into_iter()
+    .map(|a| {
+        a.replace(&gguflib, "<gguflib>")
+            .replace(&root, "<build dir>")
+    })
+    .collect();
     let mut f = Fingerprint::new(&format!("build inputs {BUILD_LOGIC_VERSION}"));
-    f.text("variant", &recipe.name).text("base", format!("{:?}", recipe.base.map(|(b, n)| (b.name, n))));
+    f.text("variant", &recipe.name).text(
+        "base",
+        format!("{:?}", recipe.base.map(|(b, n)| (b.name, n))),
+    );
     f.text("key", cache_key(&recipe, upstream, &args, opts)?);
     Ok(f.finish())
 }
@@ -416,7 +545,10 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
     let stamp_path = dir.join("stamp");
     // The directory's name says the build (`patched`, `patched-asan`, ...).
-    let shown = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| name.clone());
+    let shown = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.clone());
     let label = format!("MLX {shown}");
     let what = format!("MLX {shown} ({})", describe(upstream));
     let log_path = dir.join("build.log");
@@ -426,39 +558,118 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
             return Ok(artifacts);
         }
         // The library is current; only MLX's tests are missing.
-        let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io("cannot open build.log"))?;
-        build_targets(&build, true, opts, &log, &log_path, &format!("{label}: building MLX's tests"), &what)?;
-        write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io("cannot open build.log"))?;
+        build_targets(
+            &build,
+            true,
+            opts,
+            &log,
+            &log_path,
+            &format!("{label}: building MLX's tests"),
+            &what,
+        )?;
+        write_tests_script(
+            &artifacts.mlx_tests,
+            &build.join("tests/tests"),
+            &artifacts.lib_dir,
+        )?;
         rewrite_stamp_tests(&stamp_path, true)?;
-        return Ok(Artifacts { cached: false, ..artifacts });
+        return Ok(Artifacts {
+            cached: false,
+            ..artifacts
+        });
     }
 
     check_system(opts.backend)?;
-    let what = if opts.tests { "the library and MLX's tests" } else { "the library" };
-    opts.progress.say(&format!("{label}: building {what} from {} (log: {})", describe(upstream), log_path.display()));
+    let what = if opts.tests {
+        "the library and MLX's tests"
+    } else {
+        "the library"
+    };
+    opts.progress.say(&format!(
+        "{label}: building {what} from {} (log: {})",
+        describe(upstream),
+        log_path.display()
+    ));
     let started = std::time::Instant::now();
 
-    materialize(&upstream.dir, &src, &dir.join("src.next"), &recipe.patches, &describe(upstream), &stamp_path)?;
+    materialize(
+        &upstream.dir,
+        &src,
+        &dir.join("src.next"),
+        &recipe.patches,
+        &describe(upstream),
+        &stamp_path,
+    )?;
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     let inputs = configure_inputs(&args, opts);
-    configure(&src, &build, &args, &inputs, &log, &log_path, &format!("{label}: configuring"), opts.progress, what)?;
-    build_targets(&build, opts.tests, opts, &log, &log_path, &format!("{label}: compiling"), what)?;
+    configure(
+        &src,
+        &build,
+        &args,
+        &inputs,
+        &log,
+        &log_path,
+        &format!("{label}: configuring"),
+        opts.progress,
+        what,
+    )?;
+    build_targets(
+        &build,
+        opts.tests,
+        opts,
+        &log,
+        &log_path,
+        &format!("{label}: compiling"),
+        what,
+    )?;
     let mut install = Command::new("cmake");
     install.arg("--install").arg(&build);
-    run_cmake(&mut install, &log, &log_path, &format!("{label}: installing"), Progress::Quiet, what, "install")?;
+    run_cmake(
+        &mut install,
+        &log,
+        &log_path,
+        &format!("{label}: installing"),
+        Progress::Quiet,
+        what,
+        "install",
+    )?;
     link_cmake_package(&prefix)?;
-    write_tests_script(&artifacts.mlx_tests, &build.join("tests/tests"), &artifacts.lib_dir)?;
+    write_tests_script(
+        &artifacts.mlx_tests,
+        &build.join("tests/tests"),
+        &artifacts.lib_dir,
+    )?;
     // Cargo shows build-script warnings again on later no-op builds, so this
     // one says what happened when the script last ran.
     if opts.env.is_build_script() {
-        println!("cargo:warning=MLX {name} was built from {} in {}s (log: {})", describe(upstream), started.elapsed().as_secs(), log_path.display());
+        println!(
+            "cargo:warning=MLX {name} was built from {} in {}s (log: {})",
+            describe(upstream),
+            started.elapsed().as_secs(),
+            log_path.display()
+        );
     }
     write_stamp(&stamp_path, &key, opts.tests, &about(upstream, recipe))?;
-    Ok(Artifacts { cached: false, ..artifacts })
+    Ok(Artifacts {
+        cached: false,
+        ..artifacts
+    })
 }
 
 /// What a variant directory holds once built (`cached` until rebuilt).
-fn artifacts_in(dir: &Path, recipe: &Recipe, upstream: &Upstream, opts: &Options, key: &str, built_on: Option<String>) -> Artifacts {
+fn artifacts_in(
+    dir: &Path,
+    recipe: &Recipe,
+    upstream: &Upstream,
+    opts: &Options,
+    key: &str,
+    built_on: Option<String>,
+) -> Artifacts {
     let prefix = dir.join("prefix");
     Artifacts {
         name: recipe.name.clone(),
@@ -493,7 +704,13 @@ fn about(upstream: &Upstream, recipe: &Recipe) -> String {
     let names: Vec<String> = recipe
         .patches
         .iter()
-        .map(|(p, only)| format!("{}{}", p.file_name().unwrap_or_default().to_string_lossy(), only.map(|o| format!("[{o}]")).unwrap_or_default()))
+        .map(|(p, only)| {
+            format!(
+                "{}{}",
+                p.file_name().unwrap_or_default().to_string_lossy(),
+                only.map(|o| format!("[{o}]")).unwrap_or_default()
+            )
+        })
         .collect();
     format!("from {}\npatches {}\n", describe(upstream), names.join(" "))
 }
@@ -510,20 +727,33 @@ fn rewrite_stamp_tests(path: &Path, tests: bool) -> Result<(), Error> {
 
 /// Runs a CMake step; a failure is an error naming `what` was built, with
 /// the log's tail.
-pub(crate) fn run_cmake(cmd: &mut Command, log: &fs::File, log_path: &Path, label: &str, progress: Progress, what: &str, step: &str) -> Result<(), Error> {
+pub(crate) fn run_cmake(
+    cmd: &mut Command,
+    log: &fs::File,
+    log_path: &Path,
+    label: &str,
+    progress: Progress,
+    what: &str,
+    step: &str,
+) -> Result<(), Error> {
     // Relative paths in ccache's key let a variant reuse another's objects
     // for every file the patches do not touch.
     if let Some(root) = log_path.parent().and_then(Path::parent) {
         cmd.env("CCACHE_BASEDIR", root).env("CCACHE_NOHASHDIR", "1");
     }
-    let status = progress::run_step(cmd, log, label, progress).map_err(io(format!("cannot run cmake ({step} step)")))?;
+    let status = progress::run_step(cmd, log, label, progress)
+        .map_err(io(format!("cannot run cmake ({step} step)")))?;
     if status.success() {
         return Ok(());
     }
     let text = fs::read_to_string(log_path).unwrap_or_default();
     let tail: Vec<&str> = text.lines().rev().take(40).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(Error::new(format!("{what}: the {step} step failed; full log: {}\n{}", log_path.display(), tail.join("\n"))))
+    Err(Error::new(format!(
+        "{what}: the {step} step failed; full log: {}\n{}",
+        log_path.display(),
+        tail.join("\n")
+    )))
 }
 
 /// Where a build directory keeps the hash of what its last configure was given.
@@ -539,8 +769,10 @@ pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
         key.text("arg", a);
     }
     let env = &opts.env;
-    key.text("CC", format!("{:?}", env.cc())).text("CXX", format!("{:?}", env.cxx()));
-    key.text("c", tool_identity(&env.cc().unwrap_or_else(|| "cc".into()))).text("c++", tool_identity(&env.cxx_or_default()));
+    key.text("CC", format!("{:?}", env.cc()))
+        .text("CXX", format!("{:?}", env.cxx()));
+    key.text("c", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())))
+        .text("c++", tool_identity(&env.cxx_or_default()));
     key.text("cmake", tool_identity("cmake".as_ref()));
     key.text("system", system::dependency_fingerprint(opts.backend));
     key.finish()
@@ -552,13 +784,25 @@ pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
 /// afresh (`--fresh`: a new cache, a full recompile); with the same inputs
 /// it is reconfigured in place and ninja recompiles only what changed.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn configure(src: &Path, build: &Path, args: &[String], inputs: &str, log: &fs::File, log_path: &Path, label: &str, progress: Progress, what: &str) -> Result<(), Error> {
+pub(crate) fn configure(
+    src: &Path,
+    build: &Path,
+    args: &[String],
+    inputs: &str,
+    log: &fs::File,
+    log_path: &Path,
+    label: &str,
+    progress: Progress,
+    what: &str,
+) -> Result<(), Error> {
     let stamp = build.join(CONFIGURE_INPUTS);
     let same = fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == inputs);
     let _ = fs::remove_file(&stamp);
     let mut cmd = Command::new("cmake");
     if !same && build.join("CMakeCache.txt").exists() {
-        progress.say(&format!("{label}: its compilers, CMake options or system packages changed: configuring afresh"));
+        progress.say(&format!(
+            "{label}: its compilers, CMake options or system packages changed: configuring afresh"
+        ));
         cmd.arg("--fresh");
     }
     cmd.arg("-S").arg(src).arg("-B").arg(build).args(args);
@@ -567,13 +811,33 @@ pub(crate) fn configure(src: &Path, build: &Path, args: &[String], inputs: &str,
 }
 
 /// Builds the library (target `mlx`), or everything including MLX's tests.
-fn build_targets(build: &Path, tests: bool, opts: &Options, log: &fs::File, log_path: &Path, label: &str, what: &str) -> Result<(), Error> {
+fn build_targets(
+    build: &Path,
+    tests: bool,
+    opts: &Options,
+    log: &fs::File,
+    log_path: &Path,
+    label: &str,
+    what: &str,
+) -> Result<(), Error> {
     let mut compile = Command::new("cmake");
-    compile.arg("--build").arg(build).arg("--parallel").arg(opts.jobs.to_string());
+    compile
+        .arg("--build")
+        .arg(build)
+        .arg("--parallel")
+        .arg(opts.jobs.to_string());
     if !tests {
         compile.args(["--target", "mlx"]);
     }
-    run_cmake(&mut compile, log, log_path, label, opts.progress, what, "build")
+    run_cmake(
+        &mut compile,
+        log,
+        log_path,
+        label,
+        opts.progress,
+        what,
+        "build",
+    )
 }
 
 /// `<dir>/mlx-tests`: runs MLX's doctest binary against the installed
@@ -581,7 +845,11 @@ fn build_targets(build: &Path, tests: bool, opts: &Options, log: &fs::File, log_
 /// binary's own runpath), so the suite tests what users link.
 fn write_tests_script(script: &Path, tests: &Path, lib: &Path) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
-    let var = if cfg!(target_os = "macos") { "DYLD_LIBRARY_PATH" } else { "LD_LIBRARY_PATH" };
+    let var = if cfg!(target_os = "macos") {
+        "DYLD_LIBRARY_PATH"
+    } else {
+        "LD_LIBRARY_PATH"
+    };
     let text = format!(
         "#!/bin/sh\n# MLX's own C++ tests, run against the library installed in {lib}.\n\
          {var}='{lib}'${{{var}:+:${var}}} exec '{tests}' \"$@\"\n",
@@ -589,13 +857,23 @@ fn write_tests_script(script: &Path, tests: &Path, lib: &Path) -> Result<(), Err
         tests = tests.display()
     );
     fs::write(script, text).map_err(io(format!("cannot write {}", script.display())))?;
-    fs::set_permissions(script, fs::Permissions::from_mode(0o755)).map_err(io("cannot make the tests script executable"))
+    fs::set_permissions(script, fs::Permissions::from_mode(0o755))
+        .map_err(io("cannot make the tests script executable"))
 }
 
 /// Files that differ between two trees: (changed, added or removed).
-fn tree_diff(a: &Path, b: &Path, rel: &Path, changed: &mut Vec<PathBuf>, other: &mut Vec<PathBuf>) -> Result<(), Error> {
+fn tree_diff(
+    a: &Path,
+    b: &Path,
+    rel: &Path,
+    changed: &mut Vec<PathBuf>,
+    other: &mut Vec<PathBuf>,
+) -> Result<(), Error> {
     let names = |d: &Path| -> Result<BTreeSet<std::ffi::OsString>, Error> {
-        Ok(fs::read_dir(d).map_err(io(format!("cannot read {}", d.display())))?.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+        Ok(fs::read_dir(d)
+            .map_err(io(format!("cannot read {}", d.display())))?
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect())
     };
     let (na, nb) = (names(&a.join(rel))?, names(&b.join(rel))?);
     for name in na.symmetric_difference(&nb) {
@@ -603,15 +881,23 @@ fn tree_diff(a: &Path, b: &Path, rel: &Path, changed: &mut Vec<PathBuf>, other: 
     }
     for name in na.intersection(&nb) {
         let r = rel.join(name);
-        let (ma, mb) = (fs::symlink_metadata(a.join(&r)), fs::symlink_metadata(b.join(&r)));
-        let (ma, mb) = (ma.map_err(io("cannot stat"))?, mb.map_err(io("cannot stat"))?);
+        let (ma, mb) = (
+            fs::symlink_metadata(a.join(&r)),
+            fs::symlink_metadata(b.join(&r)),
+        );
+        let (ma, mb) = (
+            ma.map_err(io("cannot stat"))?,
+            mb.map_err(io("cannot stat"))?,
+        );
         if ma.is_dir() && mb.is_dir() {
             tree_diff(a, b, &r, changed, other)?;
         } else if ma.is_file() && mb.is_file() {
             if fs::read(a.join(&r)).ok() != fs::read(b.join(&r)).ok() {
                 changed.push(r);
             }
-        } else if ma.file_type() != mb.file_type() || fs::read_link(a.join(&r)).ok() != fs::read_link(b.join(&r)).ok() {
+        } else if ma.file_type() != mb.file_type()
+            || fs::read_link(a.join(&r)).ok() != fs::read_link(b.join(&r)).ok()
+        {
             other.push(r);
         }
     }
@@ -623,19 +909,32 @@ fn tree_diff(a: &Path, b: &Path, rel: &Path, changed: &mut Vec<PathBuf>, other: 
 fn library_sources(build: &Path, src: &Path) -> Result<BTreeSet<PathBuf>, Error> {
     let path = build.join("compile_commands.json");
     let text = fs::read_to_string(&path).map_err(io(format!("cannot read {}", path.display())))?;
-    let entries: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::new(format!("cannot parse {}: {e}", path.display())))?;
+    let entries: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::new(format!("cannot parse {}: {e}", path.display())))?;
     Ok(entries
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["command"].as_str().is_some_and(|c| c.contains("CMakeFiles/mlx.dir/")))
-        .filter_map(|e| e["file"].as_str().and_then(|f| Path::new(f).strip_prefix(src).ok().map(Path::to_path_buf)))
+        .filter(|e| {
+            e["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("CMakeFiles/mlx.dir/"))
+        })
+        .filter_map(|e| {
+            e["file"]
+                .as_str()
+                .and_then(|f| Path::new(f).strip_prefix(src).ok().map(Path::to_path_buf))
+        })
         .collect())
 }
 
 /// The cache key of a variant built on `base` (whose own key is `base_key`)
 /// with the `extra` patches.
-fn key_on_base(base: &str, base_key: &str, extra: &[(PathBuf, Option<&'static str>)]) -> Result<String, Error> {
+fn key_on_base(
+    base: &str,
+    base_key: &str,
+    extra: &[(PathBuf, Option<&'static str>)],
+) -> Result<String, Error> {
     let mut key = Fingerprint::new(&format!("build on a base {BUILD_LOGIC_VERSION}"));
     key.text("base", base).text("base key", base_key);
     for (p, _) in extra {
@@ -651,15 +950,30 @@ fn key_on_base(base: &str, base_key: &str, extra: &[(PathBuf, Option<&'static st
 /// this variant's library. Returns None when the patches touch anything
 /// else (headers, build files, tests): then the variant needs a build of
 /// its own.
-fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artifacts, upstream: &Upstream, opts: &Options) -> Result<Option<Artifacts>, Error> {
+fn build_on_base(
+    recipe: &Recipe,
+    own: usize,
+    base_recipe: &Recipe,
+    base: &Artifacts,
+    upstream: &Upstream,
+    opts: &Options,
+) -> Result<Option<Artifacts>, Error> {
     let name = &recipe.name;
     let dir = variant_dir(opts, name);
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
-    let shown = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| name.clone());
+    let shown = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.clone());
     let base_dir = variant_dir(opts, &base.name);
     let (base_src, base_build) = (base_dir.join("src"), base_dir.join("build"));
     let base_stamp_path = base_dir.join("stamp");
-    let base_stamp = read_stamp(&base_stamp_path).ok_or_else(|| Error::new(format!("the {} variant has no stamp after its build", base.name)))?;
+    let base_stamp = read_stamp(&base_stamp_path).ok_or_else(|| {
+        Error::new(format!(
+            "the {} variant has no stamp after its build",
+            base.name
+        ))
+    })?;
     let extra = &recipe.patches[own..];
     let key = key_on_base(&base.name, &base_stamp.key, extra)?;
 
@@ -668,7 +982,11 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
     let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, Some(base.name.clone()));
     let stamp_path = dir.join("stamp");
     if read_stamp(&stamp_path).is_some_and(|s| s.key == key) && prefix.join("lib").is_dir() {
-        write_tests_script(&artifacts.mlx_tests, &base_build.join("tests/tests"), &artifacts.lib_dir)?;
+        write_tests_script(
+            &artifacts.mlx_tests,
+            &base_build.join("tests/tests"),
+            &artifacts.lib_dir,
+        )?;
         return Ok(Some(artifacts));
     }
 
@@ -685,31 +1003,74 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
     let sources = library_sources(&base_build, &base_src)?;
     if !other.is_empty() || changed.iter().any(|f| !sources.contains(f)) {
         let _ = fs::remove_dir_all(&staging);
-        opts.progress.say(&format!("MLX {shown}: its patches change more than library sources; building it on its own"));
+        opts.progress.say(&format!(
+            "MLX {shown}: its patches change more than library sources; building it on its own"
+        ));
         return Ok(None);
     }
 
     let log_path = dir.join("build.log");
-    let what = format!("MLX {shown} on the {} build ({})", base.name, describe(upstream));
+    let what = format!(
+        "MLX {shown} on the {} build ({})",
+        base.name,
+        describe(upstream)
+    );
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
     let files: Vec<String> = changed.iter().map(|f| f.display().to_string()).collect();
-    opts.progress.say(&format!("MLX {shown}: the {} build with {} recompiled (log: {})", base.name, files.join(", "), log_path.display()));
+    opts.progress.say(&format!(
+        "MLX {shown}: the {} build with {} recompiled (log: {})",
+        base.name,
+        files.join(", "),
+        log_path.display()
+    ));
     let _ = fs::remove_file(&stamp_path);
 
     // Under the base's lock: its sources are swapped while this runs. Its
     // stamp goes first, so an interruption leaves it marked for a rebuild.
     let base_lock = lock_file(&base_dir.join("lock"))?;
     fs::remove_file(&base_stamp_path).map_err(io("cannot remove the base's stamp"))?;
-    let originals: Vec<(PathBuf, Vec<u8>)> = changed.iter().map(|f| (base_src.join(f), fs::read(base_src.join(f)).unwrap_or_default())).collect();
+    let originals: Vec<(PathBuf, Vec<u8>)> = changed
+        .iter()
+        .map(|f| {
+            (
+                base_src.join(f),
+                fs::read(base_src.join(f)).unwrap_or_default(),
+            )
+        })
+        .collect();
     let swap = || -> Result<(), Error> {
         for f in &changed {
-            fs::write(base_src.join(f), fs::read(staging.join(f)).map_err(io("cannot read a patched file"))?).map_err(io("cannot write into the base's tree"))?;
+            fs::write(
+                base_src.join(f),
+                fs::read(staging.join(f)).map_err(io("cannot read a patched file"))?,
+            )
+            .map_err(io("cannot write into the base's tree"))?;
         }
-        build_targets(&base_build, false, opts, &log, &log_path, &format!("MLX {shown}: compiling on the {} build", base.name), &what)?;
+        build_targets(
+            &base_build,
+            false,
+            opts,
+            &log,
+            &log_path,
+            &format!("MLX {shown}: compiling on the {} build", base.name),
+            &what,
+        )?;
         let _ = fs::remove_dir_all(&prefix);
         let mut install = Command::new("cmake");
-        install.arg("--install").arg(&base_build).arg("--prefix").arg(&prefix);
-        run_cmake(&mut install, &log, &log_path, &format!("MLX {shown}: installing"), Progress::Quiet, &what, "install")
+        install
+            .arg("--install")
+            .arg(&base_build)
+            .arg("--prefix")
+            .arg(&prefix);
+        run_cmake(
+            &mut install,
+            &log,
+            &log_path,
+            &format!("MLX {shown}: installing"),
+            Progress::Quiet,
+            &what,
+            "install",
+        )
     };
     let result = swap();
     // Put the base back whatever happened, and rebuild what it had.
@@ -717,8 +1078,21 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
         fs::write(path, bytes).map_err(io(format!("cannot restore {}", path.display())))?;
     }
     let label = format!("MLX {}: restoring its build", base.name);
-    build_targets(&base_build, base_stamp.tests, opts, &log, &log_path, &label, &format!("MLX {} ({})", base.name, describe(upstream)))?;
-    let base_text = format!("{}\ntests {}\n{}", base_stamp.key, if base_stamp.tests { "yes" } else { "no" }, about(upstream, base_recipe));
+    build_targets(
+        &base_build,
+        base_stamp.tests,
+        opts,
+        &log,
+        &log_path,
+        &label,
+        &format!("MLX {} ({})", base.name, describe(upstream)),
+    )?;
+    let base_text = format!(
+        "{}\ntests {}\n{}",
+        base_stamp.key,
+        if base_stamp.tests { "yes" } else { "no" },
+        about(upstream, base_recipe)
+    );
     fs::write(&base_stamp_path, base_text).map_err(io("cannot restore the base's stamp"))?;
     drop(base_lock);
     result?;
@@ -726,9 +1100,21 @@ fn build_on_base(recipe: &Recipe, own: usize, base_recipe: &Recipe, base: &Artif
     sync_tree(&staging, &dir.join("src"))?;
     let _ = fs::remove_dir_all(&staging);
     link_cmake_package(&prefix)?;
-    write_tests_script(&artifacts.mlx_tests, &base_build.join("tests/tests"), &artifacts.lib_dir)?;
-    write_stamp(&stamp_path, &key, false, &format!("built on {}\n{}", base.name, about(upstream, recipe)))?;
-    Ok(Some(Artifacts { cached: false, ..artifacts }))
+    write_tests_script(
+        &artifacts.mlx_tests,
+        &base_build.join("tests/tests"),
+        &artifacts.lib_dir,
+    )?;
+    write_stamp(
+        &stamp_path,
+        &key,
+        false,
+        &format!("built on {}\n{}", base.name, about(upstream, recipe)),
+    )?;
+    Ok(Some(Artifacts {
+        cached: false,
+        ..artifacts
+    }))
 }
 
 /// MLX installs its CMake package to `share/cmake/MLX`; `lib/cmake/MLX` links
@@ -738,7 +1124,8 @@ fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
     let link = prefix.join("lib/cmake/MLX");
     if prefix.join("share/cmake/MLX").is_dir() && fs::symlink_metadata(&link).is_err() {
         fs::create_dir_all(prefix.join("lib/cmake")).map_err(io("cannot create lib/cmake"))?;
-        std::os::unix::fs::symlink("../../share/cmake/MLX", &link).map_err(io("cannot link lib/cmake/MLX"))?;
+        std::os::unix::fs::symlink("../../share/cmake/MLX", &link)
+            .map_err(io("cannot link lib/cmake/MLX"))?;
     }
     Ok(())
 }
@@ -748,7 +1135,8 @@ fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
 /// later compiles just the tests.
 fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
-        "-G", "Ninja",
+        "-G",
+        "Ninja",
         "-DCMAKE_BUILD_TYPE=Release",
         "-DBUILD_SHARED_LIBS=ON",
         "-DCMAKE_INSTALL_LIBDIR=lib",
@@ -766,12 +1154,27 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
     match opts.backend {
         // Offline: every dependency comes from system packages.
         Backend::Cpu => args.extend(
-            ["-DMLX_BUILD_METAL=OFF", "-DMLX_BUILD_CUDA=OFF", "-DUSE_SYSTEM_FMT=ON", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"].map(String::from),
+            [
+                "-DMLX_BUILD_METAL=OFF",
+                "-DMLX_BUILD_CUDA=OFF",
+                "-DUSE_SYSTEM_FMT=ON",
+                "-DFETCHCONTENT_FULLY_DISCONNECTED=ON",
+            ]
+            .map(String::from),
         ),
         // CUDA fetches cuDNN frontend and friends through FetchContent.
-        Backend::Cuda => args.extend(["-DMLX_BUILD_METAL=OFF", "-DMLX_BUILD_CUDA=ON", "-DUSE_SYSTEM_FMT=ON"].map(String::from)),
+        Backend::Cuda => args.extend(
+            [
+                "-DMLX_BUILD_METAL=OFF",
+                "-DMLX_BUILD_CUDA=ON",
+                "-DUSE_SYSTEM_FMT=ON",
+            ]
+            .map(String::from),
+        ),
         // Metal needs metal-cpp, which MLX's CMake fetches; Accelerate is found by MLX on macOS.
-        Backend::Metal => args.extend(["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF"].map(String::from)),
+        Backend::Metal => {
+            args.extend(["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF"].map(String::from))
+        }
     }
     if let Some(s) = opts.sanitizer {
         args.extend(s.cmake_args());
@@ -784,7 +1187,14 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
 /// change, so that an incremental ninja build recompiles exactly what a patch
 /// touched. The new tree is staged in `staging` first: a patch that does not
 /// apply leaves `src`, the build and the prefix (and their stamp) as they were.
-fn materialize(upstream: &Path, src: &Path, staging: &Path, patches: &[(PathBuf, Option<&str>)], what: &str, stamp: &Path) -> Result<(), Error> {
+fn materialize(
+    upstream: &Path,
+    src: &Path,
+    staging: &Path,
+    patches: &[(PathBuf, Option<&str>)],
+    what: &str,
+    stamp: &Path,
+) -> Result<(), Error> {
     let _ = fs::remove_dir_all(staging);
     copy_tree(upstream, staging)?;
     for (p, only) in patches {
@@ -803,7 +1213,11 @@ mod tests {
 
     fn cache_entry(build: &Path, name: &str) -> Option<String> {
         let text = fs::read_to_string(build.join("CMakeCache.txt")).unwrap();
-        text.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).and_then(|r| r.split_once('=')).map(|(_, v)| v.to_string()))
+        text.lines().find_map(|l| {
+            l.strip_prefix(&format!("{name}:"))
+                .and_then(|r| r.split_once('='))
+                .map(|(_, v)| v.to_string())
+        })
     }
 
     /// A build directory configured once with an option and one compiler,
@@ -811,11 +1225,16 @@ mod tests {
     /// hold the second configure's values, not the first's.
     #[test]
     fn a_changed_configure_starts_a_fresh_cache() {
-        let dir = std::env::temp_dir().join(format!("mlx-patched-configure-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("mlx-patched-configure-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let (src, build) = (dir.join("src"), dir.join("build"));
         fs::create_dir_all(&src).unwrap();
-        fs::write(src.join("CMakeLists.txt"), "cmake_minimum_required(VERSION 3.20)\nproject(t C)\n").unwrap();
+        fs::write(
+            src.join("CMakeLists.txt"),
+            "cmake_minimum_required(VERSION 3.20)\nproject(t C)\n",
+        )
+        .unwrap();
         // Another compiler: a wrapper of the system's, at another path.
         let other = dir.join("other-cc");
         fs::write(&other, "#!/bin/sh\nexec cc \"$@\"\n").unwrap();
@@ -826,16 +1245,44 @@ mod tests {
             // This test binary reads CC nowhere else.
             std::env::set_var("CC", cc);
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-            configure(&src, &build, &args, inputs, &log, &log_path, "test", Progress::Quiet, "the test project").unwrap_or_else(|e| panic!("{e}"));
+            configure(
+                &src,
+                &build,
+                &args,
+                inputs,
+                &log,
+                &log_path,
+                "test",
+                Progress::Quiet,
+                "the test project",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
         };
         let cc = Path::new("/usr/bin/cc");
         run(cc, &["-G", "Ninja", "-DFORK_TEST_OPTION=1"], "first");
-        assert_eq!(cache_entry(&build, "FORK_TEST_OPTION").as_deref(), Some("1"));
-        assert_eq!(cache_entry(&build, "CMAKE_C_COMPILER").as_deref(), Some("/usr/bin/cc"));
+        assert_eq!(
+            cache_entry(&build, "FORK_TEST_OPTION").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            cache_entry(&build, "CMAKE_C_COMPILER").as_deref(),
+            Some("/usr/bin/cc")
+        );
         run(&other, &["-G", "Ninja"], "second");
         std::env::remove_var("CC");
-        assert_eq!(cache_entry(&build, "FORK_TEST_OPTION"), None, "a removed -D option must not survive in the cache");
-        assert_eq!(cache_entry(&build, "CMAKE_C_COMPILER").as_deref(), Some(other.to_str().unwrap()), "the new compiler must be the cache's");
-        assert_eq!(fs::read_to_string(build.join(CONFIGURE_INPUTS)).unwrap(), "second");
+        assert_eq!(
+            cache_entry(&build, "FORK_TEST_OPTION"),
+            None,
+            "a removed -D option must not survive in the cache"
+        );
+        assert_eq!(
+            cache_entry(&build, "CMAKE_C_COMPILER").as_deref(),
+            Some(other.to_str().unwrap()),
+            "the new compiler must be the cache's"
+        );
+        assert_eq!(
+            fs::read_to_string(build.join(CONFIGURE_INPUTS)).unwrap(),
+            "second"
+        );
     }
 }

@@ -78,12 +78,16 @@ pub struct Env {
 impl Env {
     /// Reads for a build script: each read emits `cargo:rerun-if-env-changed`.
     pub fn build_script() -> Self {
-        Env { in_build_script: true }
+        Env {
+            in_build_script: true,
+        }
     }
 
     /// Reads for a plain program (xtask, tests): no Cargo directives.
     pub fn process() -> Self {
-        Env { in_build_script: false }
+        Env {
+            in_build_script: false,
+        }
     }
 
     pub fn is_build_script(&self) -> bool {
@@ -97,7 +101,10 @@ impl Env {
     pub fn track_file(&self, path: &Path) {
         if self.in_build_script {
             println!("cargo:rerun-if-changed={}", path.display());
-            TRACKED.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+            TRACKED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(path.to_path_buf());
         }
     }
 
@@ -113,7 +120,10 @@ impl Env {
 
     /// A variable Cargo sets for build scripts (see [`CARGO_SET`]).
     fn read_cargo(&self, name: &str) -> Option<OsString> {
-        assert!(CARGO_SET.iter().any(|p| name.starts_with(p)), "{name} is not set by Cargo: declare it in `variables!`");
+        assert!(
+            CARGO_SET.iter().any(|p| name.starts_with(p)),
+            "{name} is not set by Cargo: declare it in `variables!`"
+        );
         self.read_name(name)
     }
 
@@ -126,7 +136,10 @@ impl Env {
 
     fn read_string(&self, var: Variable) -> Result<Option<String>, Error> {
         self.read(var)
-            .map(|v| v.into_string().map_err(|v| Error::new(format!("{} is not valid UTF-8: {v:?}", var.name))))
+            .map(|v| {
+                v.into_string()
+                    .map_err(|v| Error::new(format!("{} is not valid UTF-8: {v:?}", var.name)))
+            })
             .transpose()
     }
 
@@ -154,20 +167,27 @@ impl Env {
             None => Ok(None),
             Some(s) => match s.trim().parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(Error::new(format!("MLX_PATCHED_JOBS={s:?} is not a positive number of jobs"))),
+                _ => Err(Error::new(format!(
+                    "MLX_PATCHED_JOBS={s:?} is not a positive number of jobs"
+                ))),
             },
         }
     }
 
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
     pub fn cmake_args(&self) -> Result<Vec<String>, Error> {
-        Ok(self.read_string(MLX_PATCHED_CMAKE_ARGS)?.map(|a| a.split_whitespace().map(String::from).collect()).unwrap_or_default())
+        Ok(self
+            .read_string(MLX_PATCHED_CMAKE_ARGS)?
+            .map(|a| a.split_whitespace().map(String::from).collect())
+            .unwrap_or_default())
     }
 
     /// `MLX_PATCHED_SANITIZER`: `address` or `thread` selects the sanitizer
     /// builds of the variants. Anything else is an error.
     pub fn sanitizer(&self) -> Result<Option<crate::Sanitizer>, Error> {
-        self.read_string(MLX_PATCHED_SANITIZER)?.map(|s| crate::Sanitizer::parse(s.trim())).transpose()
+        self.read_string(MLX_PATCHED_SANITIZER)?
+            .map(|s| crate::Sanitizer::parse(s.trim()))
+            .transpose()
     }
 
     /// `MLX_SYS_PREFIX`: an MLX install prefix for `crates/mlx-sys` to link
@@ -220,24 +240,35 @@ impl Env {
 
     /// `OUT_DIR`, which Cargo sets for build scripts.
     pub fn out_dir(&self) -> Result<PathBuf, Error> {
-        self.read_cargo("OUT_DIR").map(PathBuf::from).ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
+        self.read_cargo("OUT_DIR")
+            .map(PathBuf::from)
+            .ok_or_else(|| Error::new("OUT_DIR is not set: this must run as a Cargo build script"))
     }
 
     /// `CARGO_CFG_<KEY>`: a cfg value of the target being built (`target_arch`,
     /// `target_os`, ...), which may differ from the build script's own host.
     pub fn target_cfg(&self, key: &str) -> Option<String> {
-        self.read_cargo(&format!("CARGO_CFG_{}", key.to_uppercase())).and_then(|v| v.into_string().ok())
+        self.read_cargo(&format!("CARGO_CFG_{}", key.to_uppercase()))
+            .and_then(|v| v.into_string().ok())
     }
 
     /// `CARGO_FEATURE_<NAME>`: whether the package being built has the feature.
     pub fn cargo_feature(&self, name: &str) -> bool {
-        self.read_cargo(&format!("CARGO_FEATURE_{}", name.to_uppercase().replace('-', "_"))).is_some()
+        self.read_cargo(&format!(
+            "CARGO_FEATURE_{}",
+            name.to_uppercase().replace('-', "_")
+        ))
+        .is_some()
     }
 
     /// `DEP_<LINKS>_<KEY>`: metadata a dependency's build script printed
     /// (`cargo:<key>=...`), e.g. the library directory of the linked variant.
     pub fn dependency_metadata(&self, links: &str, key: &str) -> Option<String> {
-        let name = format!("DEP_{}_{}", links.to_uppercase().replace('-', "_"), key.to_uppercase());
+        let name = format!(
+            "DEP_{}_{}",
+            links.to_uppercase().replace('-', "_"),
+            key.to_uppercase()
+        );
         self.read_cargo(&name).and_then(|v| v.into_string().ok())
     }
 }

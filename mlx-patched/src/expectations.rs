@@ -21,7 +21,9 @@ pub struct Expectations {
 impl Expectations {
     /// The expectations this process runs under.
     pub fn from_env(env: &Env) -> Self {
-        Expectations { upstream_fixed: env.upstream_fixed() }
+        Expectations {
+            upstream_fixed: env.upstream_fixed(),
+        }
     }
 
     /// Upstream as pinned (`false`) or an upstream that fixed the leak.
@@ -35,7 +37,11 @@ impl Expectations {
 
     /// The variants to build and check, in [`VARIANTS`] order.
     pub fn variants(&self) -> Vec<Variant> {
-        VARIANTS.iter().copied().filter(|v| !(self.upstream_fixed && v.expect == Expect::Wrong)).collect()
+        VARIANTS
+            .iter()
+            .copied()
+            .filter(|v| !(self.upstream_fixed && v.expect == Expect::Wrong))
+            .collect()
     }
 
     /// The verdict to confirm on `variant`.
@@ -49,7 +55,10 @@ impl Expectations {
     /// The verdict of the variant called `name`; None for a name that is
     /// not a variant of this run.
     pub fn verdict_of(&self, name: &str) -> Option<Expect> {
-        self.variants().iter().find(|v| v.name == name).map(|v| self.verdict(v))
+        self.variants()
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| self.verdict(v))
     }
 }
 
@@ -84,13 +93,21 @@ impl Bound {
     /// Whether a figure printed as whole MiB rounded down (as the report's
     /// script prints it) can be within the bound.
     pub fn admits_mib(&self, mib: i64) -> bool {
-        mib >= 0 && mib.saturating_mul(MIB) < self.hi && mib.saturating_add(1).saturating_mul(MIB) > self.lo
+        mib >= 0
+            && mib.saturating_mul(MIB) < self.hi
+            && mib.saturating_add(1).saturating_mul(MIB) > self.lo
     }
 }
 
 impl fmt::Display for Bound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |b: i64| if b != 0 && b % MIB == 0 { format!("{} MiB", b / MIB) } else { format!("{b} B") };
+        let show = |b: i64| {
+            if b != 0 && b % MIB == 0 {
+                format!("{} MiB", b / MIB)
+            } else {
+                format!("{b} B")
+            }
+        };
         match (self.lo, self.hi) {
             (0, 1) => f.write_str("0 bytes"),
             (lo, i64::MAX) => write!(f, "at least {}", show(lo)),
@@ -111,13 +128,26 @@ pub struct Cell {
 
 impl Cell {
     /// The report's scenario: all three ingredients.
-    pub const REPORT: Cell = Cell { split: true, eval_outside: true, compile: true };
+    pub const REPORT: Cell = Cell {
+        split: true,
+        eval_outside: true,
+        compile: true,
+    };
     /// Two single-output slices instead of the split.
-    pub const SLICES: Cell = Cell { split: false, ..Cell::REPORT };
+    pub const SLICES: Cell = Cell {
+        split: false,
+        ..Cell::REPORT
+    };
     /// The weights sampled inside the compiled function, never evaluated outside.
-    pub const NOT_EVALUATED: Cell = Cell { eval_outside: false, ..Cell::REPORT };
+    pub const NOT_EVALUATED: Cell = Cell {
+        eval_outside: false,
+        ..Cell::REPORT
+    };
     /// No compile.
-    pub const EAGER: Cell = Cell { compile: false, ..Cell::REPORT };
+    pub const EAGER: Cell = Cell {
+        compile: false,
+        ..Cell::REPORT
+    };
 
     /// All eight cells, the report's first.
     pub fn all() -> Vec<Cell> {
@@ -125,7 +155,11 @@ impl Cell {
         for split in [true, false] {
             for eval_outside in [true, false] {
                 for compile in [true, false] {
-                    cells.push(Cell { split, eval_outside, compile });
+                    cells.push(Cell {
+                        split,
+                        eval_outside,
+                        compile,
+                    });
                 }
             }
         }
@@ -137,7 +171,11 @@ impl Cell {
         format!(
             "{} / {} / {}",
             if self.split { "split" } else { "two slices" },
-            if self.eval_outside { "weights evaluated" } else { "weights not evaluated" },
+            if self.eval_outside {
+                "weights evaluated"
+            } else {
+                "weights not evaluated"
+            },
             if self.compile { "compiled" } else { "eager" }
         )
     }
@@ -188,7 +226,11 @@ mod tests {
         assert_eq!(e.verdict(&Variant::PATCHED), Expect::Fixed);
         assert_eq!(e.verdict(&Variant::SUGGESTED), Expect::Wrong);
         let report = Cell::REPORT.bound(Expect::Leaks);
-        assert!(report.admits_all(&[24 * MIB, 24 * MIB]) && !report.admits(0) && !report.admits(25 * MIB));
+        assert!(
+            report.admits_all(&[24 * MIB, 24 * MIB])
+                && !report.admits(0)
+                && !report.admits(25 * MIB)
+        );
         assert!(report.admits_mib(24) && !report.admits_mib(0) && !report.admits_mib(25));
         assert!(Cell::NOT_EVALUATED.bound(Expect::Leaks).admits(672));
         for cell in Cell::all() {
@@ -209,7 +251,11 @@ mod tests {
             assert_eq!(e.verdict(&v), Expect::Fixed, "{v}");
             for cell in Cell::all() {
                 let bound = cell.bound(e.verdict(&v));
-                assert!(bound.admits_all(&[0, 0]) && !bound.admits(1), "{v}: {}", cell.name());
+                assert!(
+                    bound.admits_all(&[0, 0]) && !bound.admits(1),
+                    "{v}: {}",
+                    cell.name()
+                );
                 assert!(bound.admits_mib(0) && !bound.admits_mib(24));
             }
         }
@@ -221,8 +267,14 @@ mod tests {
     fn flags_and_names_tell_the_cells_apart() {
         assert!(Cell::REPORT.flags().is_empty());
         assert_eq!(Cell::SLICES.flags(), ["--slices"]);
-        assert_eq!(Cell::NOT_EVALUATED.name(), "split / weights not evaluated / compiled");
+        assert_eq!(
+            Cell::NOT_EVALUATED.name(),
+            "split / weights not evaluated / compiled"
+        );
         assert_eq!(Cell::EAGER.flags(), ["--no-compile"]);
-        assert_eq!(format!("{}", Cell::REPORT.bound(Expect::Leaks)), "24 MiB to under 25 MiB");
+        assert_eq!(
+            format!("{}", Cell::REPORT.bound(Expect::Leaks)),
+            "24 MiB to under 25 MiB"
+        );
     }
 }

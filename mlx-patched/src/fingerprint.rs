@@ -36,8 +36,13 @@ impl Fingerprint {
     /// Adds a file: its name (not its directory, so a moved checkout keys
     /// the same) and its bytes. A file that cannot be read is an error.
     pub fn file(&mut self, path: &Path) -> Result<&mut Self, Error> {
-        let bytes = std::fs::read(path).map_err(|e| Error::new(format!("cannot read {}: {e}", path.display())))?;
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::new(format!("cannot read {}: {e}", path.display())))?;
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         Ok(self.text("file", name).bytes("bytes", &bytes))
     }
 
@@ -56,8 +61,13 @@ mod tests {
         let one = Fingerprint::new("s").text("a", "bc").finish();
         assert_ne!(one, Fingerprint::new("s").text("ab", "c").finish());
         assert_ne!(one, Fingerprint::new("t").text("a", "bc").finish());
-        assert_ne!(Fingerprint::new("s").text("a", "b").text("a", "c").finish(), Fingerprint::new("s").text("a", "bc").finish());
+        assert_ne!(
+            Fingerprint::new("s").text("a", "b").text("a", "c").finish(),
+            Fingerprint::new("s").text("a", "bc").finish()
+        );
         assert_eq!(one, Fingerprint::new("s").text("a", "bc").finish());
-        assert!(Fingerprint::new("s").file(Path::new("/nonexistent/x")).is_err());
+        assert!(Fingerprint::new("s")
+            .file(Path::new("/nonexistent/x"))
+            .is_err());
     }
 }

@@ -33,18 +33,23 @@ mod source;
 mod system;
 mod variant;
 
-pub use cmake::{build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
+pub use cmake::{
+    build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
+    Artifacts, Backend, Options, Sanitizer,
+};
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{Bound, Cell, Expectations};
 pub use fingerprint::Fingerprint;
-pub use python::{build_bindings, Bindings, PythonTarget};
 pub use progress::Progress;
+pub use python::{build_bindings, Bindings, PythonTarget};
 pub use source::{
-    carrier_dir, carrier_patches, from_override, mlxc_source, published_package, recover_upstream, sources_manifest, tree_id, verify_tree, version_of, CarrierTree, Origin,
-    Upstream,
+    carrier_dir, carrier_patches, from_override, mlxc_source, published_package, recover_upstream,
+    sources_manifest, tree_id, verify_tree, version_of, CarrierTree, Origin, Upstream,
 };
 pub use system::{check_system, DEBIAN_PACKAGES};
-pub use variant::{mlx_tests_filter, Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS, VARIANTS};
+pub use variant::{
+    mlx_tests_filter, Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS, VARIANTS,
+};
 
 use std::fmt;
 use std::fs;
@@ -91,8 +96,10 @@ fn io(context: impl fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
 
 /// An exclusive lock held as long as the returned file lives.
 fn lock_file(path: &Path) -> Result<fs::File, Error> {
-    let lock = fs::File::create(path).map_err(io(format!("cannot create the lock {}", path.display())))?;
-    lock.lock().map_err(io(format!("cannot lock {}", path.display())))?;
+    let lock =
+        fs::File::create(path).map_err(io(format!("cannot create the lock {}", path.display())))?;
+    lock.lock()
+        .map_err(io(format!("cannot lock {}", path.display())))?;
     Ok(lock)
 }
 
@@ -106,12 +113,30 @@ pub fn upstream(opts: &Options) -> Result<Upstream, Error> {
 /// A short description of the upstream tree for messages.
 pub fn describe(upstream: &Upstream) -> String {
     match &upstream.origin {
-        Origin::Pinned => format!("upstream MLX v{} (tree {})", pin::UPSTREAM_VERSION, upstream.tree_id),
-        Origin::Carrier(v) => format!("upstream MLX from {} {v} (tree {})", pin::CARRIER_CRATE, upstream.tree_id),
+        Origin::Pinned => format!(
+            "upstream MLX v{} (tree {})",
+            pin::UPSTREAM_VERSION,
+            upstream.tree_id
+        ),
+        Origin::Carrier(v) => format!(
+            "upstream MLX from {} {v} (tree {})",
+            pin::CARRIER_CRATE,
+            upstream.tree_id
+        ),
         Origin::Override if upstream.tree_id == pin::UPSTREAM_TREE_ID => {
-            format!("MLX_SOURCE_DIR={} (tree {}, identical to pinned v{})", upstream.dir.display(), upstream.tree_id, pin::UPSTREAM_VERSION)
+            format!(
+                "MLX_SOURCE_DIR={} (tree {}, identical to pinned v{})",
+                upstream.dir.display(),
+                upstream.tree_id,
+                pin::UPSTREAM_VERSION
+            )
         }
-        Origin::Override => format!("MLX_SOURCE_DIR={} (tree {}, not the pinned v{})", upstream.dir.display(), upstream.tree_id, pin::UPSTREAM_VERSION),
+        Origin::Override => format!(
+            "MLX_SOURCE_DIR={} (tree {}, not the pinned v{})",
+            upstream.dir.display(),
+            upstream.tree_id,
+            pin::UPSTREAM_VERSION
+        ),
     }
 }
 
@@ -130,7 +155,8 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
             copy_tree(&src, &dst)?;
         } else if ty.is_symlink() {
             let target = fs::read_link(&src).map_err(io("cannot read a symlink"))?;
-            std::os::unix::fs::symlink(target, &dst).map_err(io(format!("cannot create {}", dst.display())))?;
+            std::os::unix::fs::symlink(target, &dst)
+                .map_err(io(format!("cannot create {}", dst.display())))?;
         } else {
             fs::copy(&src, &dst).map_err(io(format!("cannot copy {}", src.display())))?;
         }
@@ -161,19 +187,33 @@ fn sync_tree(from: &Path, to: &Path) -> Result<(), Error> {
         if existing.as_ref().is_some_and(|m| m.is_dir()) {
             fs::remove_dir_all(&dst).map_err(io("cannot replace a directory"))?;
         }
-        let same = meta.file_type().is_symlink() == existing.as_ref().is_some_and(|m| m.file_type().is_symlink())
-            && existing.as_ref().is_some_and(|m| m.permissions().mode() == meta.permissions().mode())
-            && if meta.file_type().is_symlink() { fs::read_link(&src).ok() == fs::read_link(&dst).ok() } else { fs::read(&src).ok() == fs::read(&dst).ok() };
+        let same = meta.file_type().is_symlink()
+            == existing
+                .as_ref()
+                .is_some_and(|m| m.file_type().is_symlink())
+            && existing
+                .as_ref()
+                .is_some_and(|m| m.permissions().mode() == meta.permissions().mode())
+            && if meta.file_type().is_symlink() {
+                fs::read_link(&src).ok() == fs::read_link(&dst).ok()
+            } else {
+                fs::read(&src).ok() == fs::read(&dst).ok()
+            };
         if !same {
             let _ = fs::remove_file(&dst);
-            fs::rename(&src, &dst).map_err(io(format!("cannot move {} into place", dst.display())))?;
+            fs::rename(&src, &dst)
+                .map_err(io(format!("cannot move {} into place", dst.display())))?;
         }
     }
     for entry in fs::read_dir(to).map_err(io(format!("cannot read {}", to.display())))? {
         let entry = entry.map_err(io("cannot read a directory entry"))?;
         if !wanted.contains(&entry.file_name()) {
             let p = entry.path();
-            let _ = if p.is_dir() && !p.is_symlink() { fs::remove_dir_all(&p) } else { fs::remove_file(&p) };
+            let _ = if p.is_dir() && !p.is_symlink() {
+                fs::remove_dir_all(&p)
+            } else {
+                fs::remove_file(&p)
+            };
         }
     }
     Ok(())
@@ -197,7 +237,12 @@ pub fn compile_program(mlx: &Artifacts, src: &Path, exe: &Path, env: &Env) -> Re
         .arg("-o")
         .arg(exe)
         .output()
-        .map_err(|e| Error::new(format!("cannot run the C++ compiler {}: {e}", cxx.to_string_lossy())))?;
+        .map_err(|e| {
+            Error::new(format!(
+                "cannot run the C++ compiler {}: {e}",
+                cxx.to_string_lossy()
+            ))
+        })?;
     if !out.status.success() {
         return Err(Error::new(format!(
             "compiling {} against the {} prefix {} failed:\n{}",

@@ -16,7 +16,9 @@ pub fn series_dir() -> PathBuf {
 /// Every patch file, fork-only ones included, sorted by name (what a rebase
 /// replays). A missing directory is an empty series.
 pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(Vec::new()) };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
     let mut patches: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "patch"))
@@ -31,8 +33,12 @@ pub const FORK_ONLY_MARKER: &str = "Fork-only:";
 /// Whether the message of `patch` (the part before its first `---` line)
 /// marks it fork-only.
 pub fn is_fork_only(patch: &Path) -> Result<bool, Error> {
-    let text = std::fs::read_to_string(patch).map_err(|e| Error::new(format!("cannot read {}: {e}", patch.display())))?;
-    Ok(text.lines().take_while(|l| *l != "---").any(|l| l.starts_with(FORK_ONLY_MARKER)))
+    let text = std::fs::read_to_string(patch)
+        .map_err(|e| Error::new(format!("cannot read {}: {e}", patch.display())))?;
+    Ok(text
+        .lines()
+        .take_while(|l| *l != "---")
+        .any(|l| l.starts_with(FORK_ONLY_MARKER)))
 }
 
 /// The fix: the series without its fork-only patches. This is what the
@@ -50,7 +56,11 @@ pub fn fork_only(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 fn split_series(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
     let (mut fix, mut aids) = (Vec::new(), Vec::new());
     for p in series(dir)? {
-        if is_fork_only(&p)? { aids.push(p) } else { fix.push(p) }
+        if is_fork_only(&p)? {
+            aids.push(p)
+        } else {
+            fix.push(p)
+        }
     }
     Ok((fix, aids))
 }
@@ -59,7 +69,12 @@ fn split_series(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
 /// it with `git apply --check` first. A patch that does not apply is an error
 /// naming the patch, the upstream tree and git's report of the rejected hunk.
 /// `only` limits the series to paths matching a pattern (e.g. `tests/*`).
-pub fn apply_series(tree: &Path, patches: &[PathBuf], upstream: &str, only: Option<&str>) -> Result<(), Error> {
+pub fn apply_series(
+    tree: &Path,
+    patches: &[PathBuf],
+    upstream: &str,
+    only: Option<&str>,
+) -> Result<(), Error> {
     for patch in patches {
         let name = patch.file_name().unwrap().to_string_lossy();
         let check = git_apply(tree, patch, Mode::Check, only)?;
@@ -87,7 +102,10 @@ pub fn reverse(tree: &Path, patch: &Path) -> Result<(), Error> {
     for mode in [Mode::CheckReverse, Mode::Reverse] {
         let out = git_apply(tree, patch, mode, None)?;
         if !out.status.success() {
-            return Err(Error::new(format!("git apply --reverse reported:\n{}", String::from_utf8_lossy(&out.stderr).trim_end())));
+            return Err(Error::new(format!(
+                "git apply --reverse reported:\n{}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            )));
         }
     }
     Ok(())
@@ -113,7 +131,12 @@ enum Mode {
     Reverse,
 }
 
-fn git_apply(tree: &Path, patch: &Path, mode: Mode, only: Option<&str>) -> Result<std::process::Output, Error> {
+fn git_apply(
+    tree: &Path,
+    patch: &Path,
+    mode: Mode,
+    only: Option<&str>,
+) -> Result<std::process::Output, Error> {
     let mut cmd = Command::new("git");
     cmd.current_dir(tree)
         // The tree sits inside the workspace's own repository (under target/).

@@ -46,9 +46,11 @@ pub const WHEEL_PLATFORM: &str = "manylinux_2_35_x86_64";
 /// Python version of the front-end wheel (`--python-version`).
 pub const WHEEL_PYTHON: &str = "3.11";
 /// SHA-256 of `mlx-<version>-cp311-cp311-<platform>.whl`.
-pub const WHEEL_SHA256_FRONTEND: &str = "4bc6709cd92a46de44caade61ec7831647005e66113243f681168f67001155d9";
+pub const WHEEL_SHA256_FRONTEND: &str =
+    "4bc6709cd92a46de44caade61ec7831647005e66113243f681168f67001155d9";
 /// SHA-256 of `mlx_cpu-<version>-py3-none-<platform>.whl`.
-pub const WHEEL_SHA256_CPU: &str = "fc5d31b90fc4f457b2f9614ed45651a567d22a6a11a03d114a90a4e10bdd8878";
+pub const WHEEL_SHA256_CPU: &str =
+    "fc5d31b90fc4f457b2f9614ed45651a567d22a6a11a03d114a90a4e10bdd8878";
 
 /// mlx-c, the C API mlx-rs binds (through `crates/mlx-sys`): its release,
 /// the published package that carries it (the `mlx-sys` crate mlx-rs 0.33

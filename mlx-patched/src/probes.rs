@@ -14,16 +14,34 @@ pub struct Probe {
 }
 
 pub const CPP_PROBES: &[Probe] = &[
-    Probe { name: "leak_scenario", under_sanitizers: true },
-    Probe { name: "held_output", under_sanitizers: true },
-    Probe { name: "graph_bench", under_sanitizers: false },
-    Probe { name: "multi_output_ops", under_sanitizers: true },
-    Probe { name: "transformer", under_sanitizers: true },
+    Probe {
+        name: "leak_scenario",
+        under_sanitizers: true,
+    },
+    Probe {
+        name: "held_output",
+        under_sanitizers: true,
+    },
+    Probe {
+        name: "graph_bench",
+        under_sanitizers: false,
+    },
+    Probe {
+        name: "multi_output_ops",
+        under_sanitizers: true,
+    },
+    Probe {
+        name: "transformer",
+        under_sanitizers: true,
+    },
 ];
 
 /// The directory of the probes' sources and the headers they share.
 pub fn sources_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new("..")).join("crates/probes/cpp")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new(".."))
+        .join("crates/probes/cpp")
 }
 
 /// The source of the probe called `name`.

@@ -52,14 +52,26 @@ fn ninja_count(line: &str) -> Option<(usize, usize, &str)> {
     let rest = line.strip_prefix('[')?;
     let (count, desc) = rest.split_once(']')?;
     let (done, total) = count.split_once('/')?;
-    Some((done.trim().parse().ok()?, total.trim().parse().ok()?, desc.trim()))
+    Some((
+        done.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+        desc.trim(),
+    ))
 }
 
 /// Runs one CMake step with its output appended to `log`, reporting ninja's
 /// count under `label` ("MLX patched: building the library").
-pub fn run_step(cmd: &mut Command, log: &File, label: &str, progress: Progress) -> std::io::Result<ExitStatus> {
+pub fn run_step(
+    cmd: &mut Command,
+    log: &File,
+    label: &str,
+    progress: Progress,
+) -> std::io::Result<ExitStatus> {
     let started = Instant::now();
-    let mut child = cmd.stdout(Stdio::piped()).stderr(log.try_clone()?).spawn()?;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(log.try_clone()?)
+        .spawn()?;
     let mut out = log.try_clone()?;
     let mut last_tenth = None;
     let mut shown = false;
@@ -69,19 +81,34 @@ pub fn run_step(cmd: &mut Command, log: &File, label: &str, progress: Progress) 
     for line in BufReader::new(child.stdout.take().expect("piped stdout")).lines() {
         let line = line?;
         writeln!(out, "{line}")?;
-        let Some((done, total, desc)) = ninja_count(&line) else { continue };
+        let Some((done, total, desc)) = ninja_count(&line) else {
+            continue;
+        };
         match progress {
             Progress::Quiet => {}
             Progress::Line => {
-                let desc: String = desc.rsplit('/').next().unwrap_or(desc).chars().take(48).collect();
-                eprint!("\r\x1b[2K{label}: [{done}/{total}] {desc}  ({})", elapsed(started.elapsed()));
+                let desc: String = desc
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(desc)
+                    .chars()
+                    .take(48)
+                    .collect();
+                eprint!(
+                    "\r\x1b[2K{label}: [{done}/{total}] {desc}  ({})",
+                    elapsed(started.elapsed())
+                );
                 shown = true;
             }
             Progress::Log => {
                 let tenth = done * 10 / total.max(1);
                 if last_tenth != Some(tenth) {
                     last_tenth = Some(tenth);
-                    eprintln!("{label}: {done}/{total} ({}%) after {}", done * 100 / total.max(1), elapsed(started.elapsed()));
+                    eprintln!(
+                        "{label}: {done}/{total} ({}%) after {}",
+                        done * 100 / total.max(1),
+                        elapsed(started.elapsed())
+                    );
                 }
             }
         }
@@ -93,9 +120,17 @@ pub fn run_step(cmd: &mut Command, log: &File, label: &str, progress: Progress) 
             if shown {
                 eprint!("\r\x1b[2K");
             }
-            eprintln!("{label}: {} in {}", if status.success() { "done" } else { "FAILED" }, elapsed(started.elapsed()));
+            eprintln!(
+                "{label}: {} in {}",
+                if status.success() { "done" } else { "FAILED" },
+                elapsed(started.elapsed())
+            );
         }
-        Progress::Log => eprintln!("{label}: {} in {}", if status.success() { "done" } else { "FAILED" }, elapsed(started.elapsed())),
+        Progress::Log => eprintln!(
+            "{label}: {} in {}",
+            if status.success() { "done" } else { "FAILED" },
+            elapsed(started.elapsed())
+        ),
     }
     Ok(status)
 }
@@ -106,7 +141,10 @@ mod tests {
 
     #[test]
     fn reads_ninja_counts() {
-        assert_eq!(ninja_count("[12/106] Building CXX object a.o"), Some((12, 106, "Building CXX object a.o")));
+        assert_eq!(
+            ninja_count("[12/106] Building CXX object a.o"),
+            Some((12, 106, "Building CXX object a.o"))
+        );
         assert_eq!(ninja_count("[ 3/ 9] Linking"), Some((3, 9, "Linking")));
         assert_eq!(ninja_count("-- Configuring done"), None);
         assert_eq!(ninja_count("[x/9] nope"), None);

@@ -24,12 +24,18 @@ impl Record {
 
     /// The field, or a panic naming the record (for tests).
     pub fn get(&self, key: &str) -> &str {
-        self.value(key).unwrap_or_else(|| panic!("record `{}` has no `{key}`: {:?}", self.kind, self.fields))
+        self.value(key)
+            .unwrap_or_else(|| panic!("record `{}` has no `{key}`: {:?}", self.kind, self.fields))
     }
 
     /// The field as an integer, or a panic naming the record (for tests).
     pub fn int(&self, key: &str) -> i64 {
-        self.number(key).unwrap_or_else(|| panic!("`{key}` of `{}` is not an integer: {:?}", self.kind, self.fields))
+        self.number(key).unwrap_or_else(|| {
+            panic!(
+                "`{key}` of `{}` is not an integer: {:?}",
+                self.kind, self.fields
+            )
+        })
     }
 }
 
@@ -39,17 +45,29 @@ pub fn parse_records(stdout: &str) -> Vec<Record> {
         .lines()
         .filter_map(|line| {
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 2 || !words.len().is_multiple_of(2) || !words[0].chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            if words.len() < 2
+                || !words.len().is_multiple_of(2)
+                || !words[0].chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            {
                 return None;
             }
-            let fields = words.chunks(2).map(|kv| (kv[0].to_string(), kv[1].to_string())).collect();
-            Some(Record { kind: words[0].to_string(), fields })
+            let fields = words
+                .chunks(2)
+                .map(|kv| (kv[0].to_string(), kv[1].to_string()))
+                .collect();
+            Some(Record {
+                kind: words[0].to_string(),
+                fields,
+            })
         })
         .collect()
 }
 
 /// The records of one kind.
-pub fn records_of<'a>(records: &'a [Record], kind: &'a str) -> impl Iterator<Item = &'a Record> + 'a {
+pub fn records_of<'a>(
+    records: &'a [Record],
+    kind: &'a str,
+) -> impl Iterator<Item = &'a Record> + 'a {
     records.iter().filter(move |r| r.kind == kind)
 }
 
@@ -62,8 +80,21 @@ mod tests {
         let out = "The report's scenario:\ncycle 0 retained_bytes 25165824 digest ff37\ncensus 0 descriptors_retained 120\nan odd number of words\n";
         let r = parse_records(out);
         assert_eq!(r.len(), 2, "{r:?}");
-        assert_eq!((r[0].kind.as_str(), r[0].int("retained_bytes"), r[0].get("digest")), ("cycle", 25165824, "ff37"));
-        assert_eq!(records_of(&r, "census").next().unwrap().number("descriptors_retained"), Some(120));
+        assert_eq!(
+            (
+                r[0].kind.as_str(),
+                r[0].int("retained_bytes"),
+                r[0].get("digest")
+            ),
+            ("cycle", 25165824, "ff37")
+        );
+        assert_eq!(
+            records_of(&r, "census")
+                .next()
+                .unwrap()
+                .number("descriptors_retained"),
+            Some(120)
+        );
         assert_eq!(r[0].number("digest"), None);
     }
 }

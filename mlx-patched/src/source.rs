@@ -47,7 +47,10 @@ pub struct CarrierTree {
 
 /// The manifest whose lock file pins a source package (`sources/<what>/`).
 pub fn sources_manifest(what: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("sources").join(what).join("Cargo.toml")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sources")
+        .join(what)
+        .join("Cargo.toml")
 }
 
 /// Locates upstream's tree: the override if set, else the pinned carrier's
@@ -58,7 +61,12 @@ pub fn locate(env: &Env, root: &Path) -> Result<Upstream, Error> {
         return from_override(dir);
     }
     let package = pinned_package(env, "mlx", pin::CARRIER_CRATE, pin::CARRIER_VERSION)?;
-    recover_upstream(&package, pin::CARRIER_VERSION, &root.join("upstream"), Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)))
+    recover_upstream(
+        &package,
+        pin::CARRIER_VERSION,
+        &root.join("upstream"),
+        Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)),
+    )
 }
 
 /// An upstream checkout named by `MLX_SOURCE_DIR`: any tree id is accepted
@@ -71,7 +79,12 @@ pub fn from_override(dir: PathBuf) -> Result<Upstream, Error> {
         )));
     }
     let tree_id = tree_id(&dir)?;
-    Ok(Upstream { dir, tree_id, origin: Origin::Override, carrier: None })
+    Ok(Upstream {
+        dir,
+        tree_id,
+        origin: Origin::Override,
+        carrier: None,
+    })
 }
 
 fn is_mlx_tree(dir: &Path) -> bool {
@@ -105,26 +118,54 @@ pub fn carrier_patches(package: &Path) -> Result<Vec<PathBuf>, Error> {
 /// first, kept in `<dir>/<upstream tree id>`. With `expected` (carrier tree
 /// id, upstream tree id), both are checked and a mismatch is an error naming
 /// both ids; an earlier recovery that still hashes right is reused.
-pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Option<(&str, &str)>) -> Result<Upstream, Error> {
+pub fn recover_upstream(
+    package: &Path,
+    version: &str,
+    dir: &Path,
+    expected: Option<(&str, &str)>,
+) -> Result<Upstream, Error> {
     let vendored = package.join(pin::CARRIER_SUBDIR);
     if !is_mlx_tree(&vendored) {
-        return Err(Error::new(format!("the carrier package {} has no MLX tree at {}", package.display(), vendored.display())));
+        return Err(Error::new(format!(
+            "the carrier package {} has no MLX tree at {}",
+            package.display(),
+            vendored.display()
+        )));
     }
     let patches = carrier_patches(package)?;
-    fs::create_dir_all(dir).map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    fs::create_dir_all(dir)
+        .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
     // Several build scripts may recover the tree at once.
     let _lock = lock_file(&dir.join("lock"))?;
-    let origin = if expected.is_some() { Origin::Pinned } else { Origin::Carrier(version.to_string()) };
+    let origin = if expected.is_some() {
+        Origin::Pinned
+    } else {
+        Origin::Carrier(version.to_string())
+    };
 
     if let Some((_, upstream_id)) = expected {
         let done = dir.join(upstream_id);
         if done.is_dir() && tree_id(&done).ok().as_deref() == Some(upstream_id) {
-            let carrier = CarrierTree { version: version.to_string(), dir: vendored, tree_id: expected.unwrap().0.to_string(), patches };
-            return Ok(Upstream { dir: done, tree_id: upstream_id.to_string(), origin, carrier: Some(carrier) });
+            let carrier = CarrierTree {
+                version: version.to_string(),
+                dir: vendored,
+                tree_id: expected.unwrap().0.to_string(),
+                patches,
+            };
+            return Ok(Upstream {
+                dir: done,
+                tree_id: upstream_id.to_string(),
+                origin,
+                carrier: Some(carrier),
+            });
         }
     }
     let carrier_id = match expected {
-        Some((carrier_id, _)) => verify_tree(&vendored, carrier_id, &format!("the MLX tree of {} {version}", pin::CARRIER_CRATE))?,
+        Some((carrier_id, _)) => verify_tree(
+            &vendored,
+            carrier_id,
+            &format!("the MLX tree of {} {version}", pin::CARRIER_CRATE),
+        )?,
         None => tree_id(&vendored)?,
     };
     let staging = dir.join("staging");
@@ -143,7 +184,15 @@ pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Opt
     let upstream_id = tree_id(&staging)?;
     if let Some((_, want)) = expected {
         if upstream_id != want {
-            let names: Vec<String> = patches.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+            let names: Vec<String> = patches
+                .iter()
+                .map(|p| {
+                    p.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
             return Err(Error::new(format!(
                 "refusing the recovered upstream tree: the carrier {} {version} (tree {carrier_id}) with its patches \
                  [{}] reversed hashes to {upstream_id}, but the pin says upstream MLX v{} is {want}; nothing was built.",
@@ -155,9 +204,24 @@ pub fn recover_upstream(package: &Path, version: &str, dir: &Path, expected: Opt
     }
     let done = dir.join(&upstream_id);
     let _ = fs::remove_dir_all(&done);
-    fs::rename(&staging, &done).map_err(|e| Error::new(format!("cannot move the recovered tree into {}: {e}", done.display())))?;
-    let carrier = CarrierTree { version: version.to_string(), dir: vendored, tree_id: carrier_id, patches };
-    Ok(Upstream { dir: done, tree_id: upstream_id, origin, carrier: Some(carrier) })
+    fs::rename(&staging, &done).map_err(|e| {
+        Error::new(format!(
+            "cannot move the recovered tree into {}: {e}",
+            done.display()
+        ))
+    })?;
+    let carrier = CarrierTree {
+        version: version.to_string(),
+        dir: vendored,
+        tree_id: carrier_id,
+        patches,
+    };
+    Ok(Upstream {
+        dir: done,
+        tree_id: upstream_id,
+        origin,
+        carrier: Some(carrier),
+    })
 }
 
 /// mlx-c's source tree: `src/mlx-c` of the published package that carries
@@ -167,9 +231,22 @@ pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
     let package = pinned_package(env, "mlx-c", pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION)?;
     let dir = package.join(pin::MLXC_SUBDIR);
     if !dir.join("CMakeLists.txt").is_file() || !dir.join("mlx/c/mlx.h").is_file() {
-        return Err(Error::new(format!("the package {} has no mlx-c tree at {}", package.display(), dir.display())));
+        return Err(Error::new(format!(
+            "the package {} has no mlx-c tree at {}",
+            package.display(),
+            dir.display()
+        )));
     }
-    verify_tree(&dir, pin::MLXC_TREE_ID, &format!("mlx-c {} from {} {}", pin::MLXC_VERSION, pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION))?;
+    verify_tree(
+        &dir,
+        pin::MLXC_TREE_ID,
+        &format!(
+            "mlx-c {} from {} {}",
+            pin::MLXC_VERSION,
+            pin::MLXC_CRATE,
+            pin::MLXC_CRATE_VERSION
+        ),
+    )?;
     Ok(dir)
 }
 
@@ -178,8 +255,12 @@ pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
 /// `tree` (the MLX tree being built) fetches that very commit.
 pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
     let cmake = tree.join("mlx/io/CMakeLists.txt");
-    let text = std::fs::read_to_string(&cmake).map_err(|e| Error::new(format!("cannot read {}: {e}", cmake.display())))?;
-    let wanted = text.lines().find_map(|l| l.trim().strip_prefix("GIT_TAG ")).map(|t| t.trim().trim_end_matches(')').trim());
+    let text = std::fs::read_to_string(&cmake)
+        .map_err(|e| Error::new(format!("cannot read {}: {e}", cmake.display())))?;
+    let wanted = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("GIT_TAG "))
+        .map(|t| t.trim().trim_end_matches(')').trim());
     if wanted != Some(pin::GGUFLIB_COMMIT) {
         return Err(Error::new(format!(
             "{} fetches gguflib at {wanted:?}, but the pinned gguflib is commit {}: move the gguflib pin (mlx-patched/src/pin.rs) with the MLX tree",
@@ -187,9 +268,23 @@ pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
             pin::GGUFLIB_COMMIT
         )));
     }
-    let package = pinned_package(env, "gguflib", pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION)?;
+    let package = pinned_package(
+        env,
+        "gguflib",
+        pin::GGUFLIB_CRATE,
+        pin::GGUFLIB_CRATE_VERSION,
+    )?;
     let dir = package.join(pin::GGUFLIB_SUBDIR);
-    verify_tree(&dir, pin::GGUFLIB_TREE_ID, &format!("gguflib {} from {} {}", &pin::GGUFLIB_COMMIT[..12], pin::GGUFLIB_CRATE, pin::GGUFLIB_CRATE_VERSION))?;
+    verify_tree(
+        &dir,
+        pin::GGUFLIB_TREE_ID,
+        &format!(
+            "gguflib {} from {} {}",
+            &pin::GGUFLIB_COMMIT[..12],
+            pin::GGUFLIB_CRATE,
+            pin::GGUFLIB_CRATE_VERSION
+        ),
+    )?;
     Ok(dir)
 }
 
@@ -206,13 +301,24 @@ fn pinned_package(env: &Env, what: &str, name: &str, version: &str) -> Result<Pa
 /// metadata` on `manifest`, which declares it at `version`, and returns its
 /// folder. With `locked`, the manifest's lock file must already pin it, so
 /// the package's checksum is the one committed here.
-pub fn published_package(cargo: &std::ffi::OsStr, manifest: &Path, name: &str, version: &str, locked: bool) -> Result<PathBuf, Error> {
+pub fn published_package(
+    cargo: &std::ffi::OsStr,
+    manifest: &Path,
+    name: &str,
+    version: &str,
+    locked: bool,
+) -> Result<PathBuf, Error> {
     let mut cmd = Command::new(cargo);
-    cmd.args(["metadata", "--format-version", "1", "--manifest-path"]).arg(manifest);
+    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest);
     if locked {
         cmd.arg("--locked");
     }
-    let out = cmd.output().map_err(|e| Error::new(format!("cannot run `cargo metadata` to fetch the source package {name} {version}: {e}")))?;
+    let out = cmd.output().map_err(|e| {
+        Error::new(format!(
+            "cannot run `cargo metadata` to fetch the source package {name} {version}: {e}"
+        ))
+    })?;
     if !out.status.success() {
         return Err(Error::new(format!(
             "`cargo metadata` failed while fetching the source package {name} {version} ({}):\n{}",
@@ -229,13 +335,22 @@ pub fn published_package(cargo: &std::ffi::OsStr, manifest: &Path, name: &str, v
         .find(|p| p["name"] == name && p["version"] == version)
         .and_then(|p| p["manifest_path"].as_str())
         .map(PathBuf::from)
-        .ok_or_else(|| Error::new(format!("`cargo metadata` does not list {name} {version}; is it declared in {}?", manifest.display())))?;
+        .ok_or_else(|| {
+            Error::new(format!(
+                "`cargo metadata` does not list {name} {version}; is it declared in {}?",
+                manifest.display()
+            ))
+        })?;
     Ok(found.parent().unwrap().to_path_buf())
 }
 
 /// The carrier package at `version`, declared in `manifest` (a rebase's
 /// throwaway manifest: not locked).
-pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> Result<PathBuf, Error> {
+pub fn carrier_dir(
+    cargo: &std::ffi::OsStr,
+    manifest: &Path,
+    version: &str,
+) -> Result<PathBuf, Error> {
     published_package(cargo, manifest, pin::CARRIER_CRATE, version, false)
 }
 
@@ -244,7 +359,11 @@ pub fn carrier_dir(cargo: &std::ffi::OsStr, manifest: &Path, version: &str) -> R
 pub fn tree_id(dir: &Path) -> Result<String, Error> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
-    let scratch = std::env::temp_dir().join(format!("mlx-patched-tree-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let scratch = std::env::temp_dir().join(format!(
+        "mlx-patched-tree-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     let _ = fs::remove_dir_all(&scratch);
     let git = |args: &[&str]| -> Result<String, Error> {
         let out = Command::new("git")
@@ -252,19 +371,38 @@ pub fn tree_id(dir: &Path) -> Result<String, Error> {
             .arg(&scratch)
             .arg("--work-tree")
             .arg(dir)
-            .args(["-c", "core.autocrlf=false", "-c", "core.excludesFile=/dev/null", "-c", "core.fileMode=true"])
+            .args([
+                "-c",
+                "core.autocrlf=false",
+                "-c",
+                "core.excludesFile=/dev/null",
+                "-c",
+                "core.fileMode=true",
+            ])
             .args(args)
             .output()
-            .map_err(|e| Error::new(format!("cannot run git (needed to hash the MLX tree): {e}")))?;
+            .map_err(|e| {
+                Error::new(format!("cannot run git (needed to hash the MLX tree): {e}"))
+            })?;
         if !out.status.success() {
-            return Err(Error::new(format!("git {} failed in {}: {}", args.join(" "), dir.display(), String::from_utf8_lossy(&out.stderr))));
+            return Err(Error::new(format!(
+                "git {} failed in {}: {}",
+                args.join(" "),
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     let result = (|| {
-        let init = Command::new("git").args(["init", "-q", "--bare"]).arg(&scratch).output();
+        let init = Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&scratch)
+            .output();
         if !init.map(|o| o.status.success()).unwrap_or(false) {
-            return Err(Error::new("cannot run `git init` (git is needed to hash the MLX tree)"));
+            return Err(Error::new(
+                "cannot run `git init` (git is needed to hash the MLX tree)",
+            ));
         }
         git(&["add", "-A", "."])?;
         git(&["write-tree"])
@@ -276,12 +414,23 @@ pub fn tree_id(dir: &Path) -> Result<String, Error> {
 /// The release an MLX tree declares in `mlx/version.h` ("0.32.2").
 pub fn version_of(tree: &Path) -> Result<String, Error> {
     let header = tree.join("mlx/version.h");
-    let text = fs::read_to_string(&header).map_err(|e| Error::new(format!("cannot read {}: {e}", header.display())))?;
+    let text = fs::read_to_string(&header)
+        .map_err(|e| Error::new(format!("cannot read {}: {e}", header.display())))?;
     let part = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("#define MLX_VERSION_{name} ")))
             .map(|v| v.trim().to_string())
-            .ok_or_else(|| Error::new(format!("{} defines no MLX_VERSION_{name}", header.display())))
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "{} defines no MLX_VERSION_{name}",
+                    header.display()
+                ))
+            })
     };
-    Ok(format!("{}.{}.{}", part("MAJOR")?, part("MINOR")?, part("PATCH")?))
+    Ok(format!(
+        "{}.{}.{}",
+        part("MAJOR")?,
+        part("MINOR")?,
+        part("PATCH")?
+    ))
 }

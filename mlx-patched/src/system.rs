@@ -29,11 +29,16 @@ struct Need {
 }
 
 fn has_cmd(cmd: &str, arg: &str) -> bool {
-    Command::new(cmd).arg(arg).output().is_ok_and(|o| o.status.success())
+    Command::new(cmd)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 fn cmake_is_new_enough() -> bool {
-    let Ok(out) = Command::new("cmake").arg("--version").output() else { return false };
+    let Ok(out) = Command::new("cmake").arg("--version").output() else {
+        return false;
+    };
     let text = String::from_utf8_lossy(&out.stdout);
     let version = text.split_whitespace().nth(2).unwrap_or("0");
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
@@ -45,29 +50,74 @@ fn any_file(paths: &[&str]) -> bool {
 }
 
 const LINUX_NEEDS: &[Need] = &[
-    Need { what: "cmake >= 3.25", debian: "cmake", present: cmake_is_new_enough },
-    Need { what: "ninja", debian: "ninja-build", present: || has_cmd("ninja", "--version") },
-    Need { what: "git", debian: "git", present: || has_cmd("git", "--version") },
-    Need { what: "a C++20 compiler", debian: "g++", present: || has_cmd("c++", "--version") },
+    Need {
+        what: "cmake >= 3.25",
+        debian: "cmake",
+        present: cmake_is_new_enough,
+    },
+    Need {
+        what: "ninja",
+        debian: "ninja-build",
+        present: || has_cmd("ninja", "--version"),
+    },
+    Need {
+        what: "git",
+        debian: "git",
+        present: || has_cmd("git", "--version"),
+    },
+    Need {
+        what: "a C++20 compiler",
+        debian: "g++",
+        present: || has_cmd("c++", "--version"),
+    },
     Need {
         what: "BLAS (cblas.h)",
         debian: "libopenblas-dev",
-        present: || any_file(&["/usr/include/cblas.h", "/usr/include/x86_64-linux-gnu/cblas.h", "/usr/include/aarch64-linux-gnu/cblas.h", "/usr/include/openblas/cblas.h"]),
+        present: || {
+            any_file(&[
+                "/usr/include/cblas.h",
+                "/usr/include/x86_64-linux-gnu/cblas.h",
+                "/usr/include/aarch64-linux-gnu/cblas.h",
+                "/usr/include/openblas/cblas.h",
+            ])
+        },
     },
-    Need { what: "LAPACKE (lapacke.h)", debian: "liblapacke-dev", present: || any_file(&["/usr/include/lapacke.h", "/usr/include/openblas/lapacke.h"]) },
-    Need { what: "nlohmann json", debian: "nlohmann-json3-dev", present: || any_file(&["/usr/include/nlohmann/json.hpp"]) },
-    Need { what: "doctest", debian: "doctest-dev", present: || any_file(&["/usr/include/doctest/doctest.h"]) && any_file(&["/usr/lib/cmake/doctest/doctest.cmake"]) },
-    Need { what: "fmt", debian: "libfmt-dev", present: || any_file(&["/usr/include/fmt/format.h"]) },
+    Need {
+        what: "LAPACKE (lapacke.h)",
+        debian: "liblapacke-dev",
+        present: || any_file(&["/usr/include/lapacke.h", "/usr/include/openblas/lapacke.h"]),
+    },
+    Need {
+        what: "nlohmann json",
+        debian: "nlohmann-json3-dev",
+        present: || any_file(&["/usr/include/nlohmann/json.hpp"]),
+    },
+    Need {
+        what: "doctest",
+        debian: "doctest-dev",
+        present: || {
+            any_file(&["/usr/include/doctest/doctest.h"])
+                && any_file(&["/usr/lib/cmake/doctest/doctest.cmake"])
+        },
+    },
+    Need {
+        what: "fmt",
+        debian: "libfmt-dev",
+        present: || any_file(&["/usr/include/fmt/format.h"]),
+    },
 ];
 
 /// Checks what the build needs and names the exact install command for what is missing.
 pub fn check_system(backend: Backend) -> Result<(), Error> {
     if backend == Backend::Metal {
-        let missing: Vec<&str> = [("cmake", cmake_is_new_enough()), ("ninja", has_cmd("ninja", "--version"))]
-            .into_iter()
-            .filter(|(_, ok)| !ok)
-            .map(|(n, _)| n)
-            .collect();
+        let missing: Vec<&str> = [
+            ("cmake", cmake_is_new_enough()),
+            ("ninja", has_cmd("ninja", "--version")),
+        ]
+        .into_iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(n, _)| n)
+        .collect();
         if !missing.is_empty() {
             return Err(Error::new(format!(
                 "the MLX build needs {} (cmake >= 3.25). Install with:\n    brew install {}\nand the Xcode command line tools (xcode-select --install) for the Metal compiler.",
@@ -77,9 +127,17 @@ pub fn check_system(backend: Backend) -> Result<(), Error> {
         }
         return Ok(());
     }
-    let cuda = [Need { what: "the CUDA toolkit (nvcc) and cuDNN", debian: "nvidia-cuda-toolkit nvidia-cudnn", present: || has_cmd("nvcc", "--version") }];
+    let cuda = [Need {
+        what: "the CUDA toolkit (nvcc) and cuDNN",
+        debian: "nvidia-cuda-toolkit nvidia-cudnn",
+        present: || has_cmd("nvcc", "--version"),
+    }];
     let extra: &[Need] = if backend == Backend::Cuda { &cuda } else { &[] };
-    let missing: Vec<&Need> = LINUX_NEEDS.iter().chain(extra).filter(|n| !(n.present)()).collect();
+    let missing: Vec<&Need> = LINUX_NEEDS
+        .iter()
+        .chain(extra)
+        .filter(|n| !(n.present)())
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -105,9 +163,11 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
     let json = deps.join("json");
     let nlohmann = json.join("single_include/nlohmann");
     if fs::read_link(&nlohmann).ok().as_deref() != Some(Path::new("/usr/include/nlohmann")) {
-        fs::create_dir_all(json.join("single_include")).map_err(|e| Error::new(format!("cannot create {}: {e}", json.display())))?;
+        fs::create_dir_all(json.join("single_include"))
+            .map_err(|e| Error::new(format!("cannot create {}: {e}", json.display())))?;
         let _ = fs::remove_file(&nlohmann);
-        std::os::unix::fs::symlink("/usr/include/nlohmann", &nlohmann).map_err(|e| Error::new(format!("cannot link {}: {e}", nlohmann.display())))?;
+        std::os::unix::fs::symlink("/usr/include/nlohmann", &nlohmann)
+            .map_err(|e| Error::new(format!("cannot link {}: {e}", nlohmann.display())))?;
     }
     // MLX's tests need a `doctest` target and `scripts/cmake/doctest.cmake`.
     let doctest = deps.join("doctest");
@@ -117,10 +177,18 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
     )?;
     for script in ["doctest.cmake", "doctestAddTests.cmake"] {
         let from = PathBuf::from("/usr/lib/cmake/doctest").join(script);
-        let bytes = fs::read(&from).map_err(|e| Error::new(format!("cannot read {} (package doctest-dev): {e}", from.display())))?;
+        let bytes = fs::read(&from).map_err(|e| {
+            Error::new(format!(
+                "cannot read {} (package doctest-dev): {e}",
+                from.display()
+            ))
+        })?;
         write_if_changed(&doctest.join("scripts/cmake").join(script), &bytes)?;
     }
-    Ok(vec![format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display()), format!("-DFETCHCONTENT_SOURCE_DIR_DOCTEST={}", doctest.display())])
+    Ok(vec![
+        format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display()),
+        format!("-DFETCHCONTENT_SOURCE_DIR_DOCTEST={}", doctest.display()),
+    ])
 }
 
 /// The files of the system packages that stand in for MLX's downloaded
@@ -139,7 +207,10 @@ pub fn dependency_fingerprint(backend: Backend) -> String {
         "/usr/include/doctest/doctest.h",
         "/usr/include/fmt/core.h",
     ] {
-        f.text("path", path).bytes("bytes", &fs::read(path).unwrap_or_else(|_| b"missing".to_vec()));
+        f.text("path", path).bytes(
+            "bytes",
+            &fs::read(path).unwrap_or_else(|_| b"missing".to_vec()),
+        );
     }
     f.finish()
 }
@@ -148,6 +219,7 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     if fs::read(path).ok().as_deref() == Some(bytes) {
         return Ok(());
     }
-    fs::create_dir_all(path.parent().unwrap()).map_err(|e| Error::new(format!("cannot create {}: {e}", path.display())))?;
+    fs::create_dir_all(path.parent().unwrap())
+        .map_err(|e| Error::new(format!("cannot create {}: {e}", path.display())))?;
     fs::write(path, bytes).map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
 }

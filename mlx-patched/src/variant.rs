@@ -46,9 +46,21 @@ pub struct Variant {
 
 impl Variant {
     /// Upstream's library untouched, with the series' tests: the control.
-    pub const PRISTINE: Variant = Variant { name: "pristine", base: None, extra_patches: &[], series_paths: Some(PRISTINE_PATHS), expect: Expect::Leaks };
+    pub const PRISTINE: Variant = Variant {
+        name: "pristine",
+        base: None,
+        extra_patches: &[],
+        series_paths: Some(PRISTINE_PATHS),
+        expect: Expect::Leaks,
+    };
     /// Upstream with the whole series: what users link.
-    pub const PATCHED: Variant = Variant { name: "patched", base: None, extra_patches: &[], series_paths: None, expect: Expect::Fixed };
+    pub const PATCHED: Variant = Variant {
+        name: "patched",
+        base: None,
+        extra_patches: &[],
+        series_paths: None,
+        expect: Expect::Fixed,
+    };
     /// The fix the leak report suggests (clear the siblings of every
     /// non-deletable input in `~ArrayDesc`), on the control: the suite must
     /// reject it on every run.
@@ -61,10 +73,17 @@ impl Variant {
     };
 
     pub fn parse(s: &str) -> Result<Self, Error> {
-        VARIANTS.iter().copied().find(|v| v.name == s).ok_or_else(|| {
-            let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
-            Error::new(format!("unknown variant `{s}`: expected one of {}", names.join(", ")))
-        })
+        VARIANTS
+            .iter()
+            .copied()
+            .find(|v| v.name == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
+                Error::new(format!(
+                    "unknown variant `{s}`: expected one of {}",
+                    names.join(", ")
+                ))
+            })
     }
 }
 

@@ -3,7 +3,10 @@
 //! reverse, a recovered tree that is not the pinned one, a patch that does
 //! not apply, a bad variable.
 
-use mlx_patched::{from_override, patch, recover_upstream, tree_id, verify_tree, Backend, Env, Options, Progress, VARIANTS};
+use mlx_patched::{
+    from_override, patch, recover_upstream, tree_id, verify_tree, Backend, Env, Options, Progress,
+    VARIANTS,
+};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,14 +22,24 @@ fn scratch(name: &str) -> PathBuf {
 fn fake_mlx(dir: &Path) {
     fs::create_dir_all(dir.join("mlx")).unwrap();
     fs::write(dir.join("CMakeLists.txt"), "project(mlx)\n").unwrap();
-    fs::write(dir.join("mlx/array.h"), "int a = 1;\nint b = 2;\nint c = 3;\n").unwrap();
+    fs::write(
+        dir.join("mlx/array.h"),
+        "int a = 1;\nint b = 2;\nint c = 3;\n",
+    )
+    .unwrap();
 }
 
 #[test]
 fn tree_id_is_what_git_write_tree_prints() {
     let dir = scratch("tree-id");
     fake_mlx(&dir);
-    let git = |args: &[&str]| Command::new("git").current_dir(&dir).args(args).output().unwrap();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(&dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
     assert!(git(&["init", "-q"]).status.success());
     assert!(git(&["add", "-A"]).status.success());
     let expected = String::from_utf8(git(&["write-tree"]).stdout).unwrap();
@@ -38,7 +51,10 @@ fn tree_id_is_what_git_write_tree_prints() {
 fn source_dir_that_is_not_mlx_is_refused() {
     let dir = scratch("not-mlx");
     let err = from_override(dir.clone()).unwrap_err().to_string();
-    assert!(err.contains("is not an MLX source tree") && err.contains(&dir.display().to_string()), "{err}");
+    assert!(
+        err.contains("is not an MLX source tree") && err.contains(&dir.display().to_string()),
+        "{err}"
+    );
     let err = from_override(dir.join("missing")).unwrap_err().to_string();
     assert!(err.contains("MLX_SOURCE_DIR="), "{err}");
 }
@@ -57,9 +73,14 @@ fn tree_with_another_tree_id_is_refused() {
     let dir = scratch("carrier");
     fake_mlx(&dir);
     let pinned = mlx_patched::pin::UPSTREAM_TREE_ID;
-    let err = verify_tree(&dir, pinned, "the tree").unwrap_err().to_string();
+    let err = verify_tree(&dir, pinned, "the tree")
+        .unwrap_err()
+        .to_string();
     assert_ne!(tree_id(&dir).unwrap(), pinned);
-    assert!(err.contains("refusing") && err.contains(pinned) && err.contains(&tree_id(&dir).unwrap()), "{err}");
+    assert!(
+        err.contains("refusing") && err.contains(pinned) && err.contains(&tree_id(&dir).unwrap()),
+        "{err}"
+    );
     assert!(verify_tree(&dir, &tree_id(&dir).unwrap(), "the tree").is_ok());
 }
 
@@ -85,15 +106,29 @@ fn upstream_is_recovered_by_reversing_the_carrier_patches_newest_first() {
     let carrier = dir.join("carrier");
     let (carrier_id, upstream_id) = fake_carrier(&carrier);
     assert_ne!(carrier_id, upstream_id);
-    let up = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, &upstream_id))).unwrap();
+    let up = recover_upstream(
+        &carrier,
+        "9.9.9",
+        &dir.join("upstream"),
+        Some((&carrier_id, &upstream_id)),
+    )
+    .unwrap();
     assert_eq!(up.tree_id, upstream_id);
     assert_eq!(tree_id(&up.dir).unwrap(), upstream_id);
-    assert!(fs::read_to_string(up.dir.join("mlx/array.h")).unwrap().contains("int b = 2;\n"));
+    assert!(fs::read_to_string(up.dir.join("mlx/array.h"))
+        .unwrap()
+        .contains("int b = 2;\n"));
     // The carrier itself is untouched.
     assert_eq!(tree_id(&carrier.join("vendor/mlx")).unwrap(), carrier_id);
     // Without a pin (a rebase target) the ids are reported, not checked.
     let free = recover_upstream(&carrier, "9.9.9", &dir.join("free"), None).unwrap();
-    assert_eq!((free.tree_id.as_str(), free.carrier.unwrap().tree_id.as_str()), (upstream_id.as_str(), carrier_id.as_str()));
+    assert_eq!(
+        (
+            free.tree_id.as_str(),
+            free.carrier.unwrap().tree_id.as_str()
+        ),
+        (upstream_id.as_str(), carrier_id.as_str())
+    );
 }
 
 #[test]
@@ -112,12 +147,33 @@ fn carrier_patch_that_does_not_reverse_is_named() {
     let carrier = dir.join("carrier");
     let (carrier_id, upstream_id) = fake_carrier(&carrier);
     // The shipped tree no longer matches what the patch left behind.
-    fs::write(carrier.join("vendor/mlx/mlx/array.h"), "int a = 1;\nint b = 7;\nint c = 3;\n").unwrap();
-    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), None).unwrap_err().to_string();
-    assert!(err.contains("0002-b-again.patch") && err.contains("does not reverse") && err.contains("mlx/array.h"), "{err}");
+    fs::write(
+        carrier.join("vendor/mlx/mlx/array.h"),
+        "int a = 1;\nint b = 7;\nint c = 3;\n",
+    )
+    .unwrap();
+    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("0002-b-again.patch")
+            && err.contains("does not reverse")
+            && err.contains("mlx/array.h"),
+        "{err}"
+    );
     // With the pin, the changed carrier tree is refused before anything is reversed.
-    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, &upstream_id))).unwrap_err().to_string();
-    assert!(err.contains("refusing") && err.contains(&carrier_id), "{err}");
+    let err = recover_upstream(
+        &carrier,
+        "9.9.9",
+        &dir.join("upstream"),
+        Some((&carrier_id, &upstream_id)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("refusing") && err.contains(&carrier_id),
+        "{err}"
+    );
 }
 
 #[test]
@@ -126,8 +182,20 @@ fn recovered_tree_that_is_not_the_pinned_one_is_refused() {
     let carrier = dir.join("carrier");
     let (carrier_id, _) = fake_carrier(&carrier);
     let wrong = "0123456789012345678901234567890123456789";
-    let err = recover_upstream(&carrier, "9.9.9", &dir.join("upstream"), Some((&carrier_id, wrong))).unwrap_err().to_string();
-    assert!(err.contains(wrong) && err.contains("0001-b.patch, 0002-b-again.patch") && err.contains("nothing was built"), "{err}");
+    let err = recover_upstream(
+        &carrier,
+        "9.9.9",
+        &dir.join("upstream"),
+        Some((&carrier_id, wrong)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(wrong)
+            && err.contains("0001-b.patch, 0002-b-again.patch")
+            && err.contains("nothing was built"),
+        "{err}"
+    );
     assert!(!dir.join("upstream").join(wrong).exists());
 }
 
@@ -135,24 +203,48 @@ fn recovered_tree_that_is_not_the_pinned_one_is_refused() {
 fn bad_jobs_value_is_an_error() {
     // Each test binary is its own process; this one sets the variable only here.
     std::env::set_var("MLX_PATCHED_JOBS", "many");
-    let err = Options::from_env(Env::process(), Path::new("/tmp"), false).unwrap_err().to_string();
+    let err = Options::from_env(Env::process(), Path::new("/tmp"), false)
+        .unwrap_err()
+        .to_string();
     std::env::remove_var("MLX_PATCHED_JOBS");
-    assert!(err.contains("MLX_PATCHED_JOBS") && err.contains("many"), "{err}");
+    assert!(
+        err.contains("MLX_PATCHED_JOBS") && err.contains("many"),
+        "{err}"
+    );
 }
 
 #[test]
 fn the_variables_page_is_the_code_s_own_table() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(mlx_patched::VARIABLES_PAGE);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(mlx_patched::VARIABLES_PAGE);
     let page = fs::read_to_string(&path).unwrap_or_default();
-    assert!(page == mlx_patched::variables_markdown(), "{} is not what the code reads: run `cargo xtask docs`", path.display());
+    assert!(
+        page == mlx_patched::variables_markdown(),
+        "{} is not what the code reads: run `cargo xtask docs`",
+        path.display()
+    );
     // Every variable the code reads is declared once, in `variables!`, and
     // read through its constant: no name is read as a bare string.
-    let code = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/env.rs")).unwrap();
-    for call in ["self.read(\"", "self.read_string(\"", "var_os(\"", "env::var(\""] {
-        assert!(!code.contains(call), "env.rs reads a variable by a bare name ({call}...): declare it in `variables!`");
+    let code =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/env.rs")).unwrap();
+    for call in [
+        "self.read(\"",
+        "self.read_string(\"",
+        "var_os(\"",
+        "env::var(\"",
+    ] {
+        assert!(
+            !code.contains(call),
+            "env.rs reads a variable by a bare name ({call}...): declare it in `variables!`"
+        );
     }
     for v in mlx_patched::VARIABLES {
-        assert!(page.contains(&format!("| `{}` |", v.name)), "{} is missing from the page", v.name);
+        assert!(
+            page.contains(&format!("| `{}` |", v.name)),
+            "{} is missing from the page",
+            v.name
+        );
     }
 }
 
@@ -165,10 +257,19 @@ fn patch_that_does_not_apply_names_patch_tree_and_hunk() {
     fs::write(&good, "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n").unwrap();
     let bad = dir.join("0002-bad.patch");
     fs::write(&bad, "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 999;\n+int b = 3;\n int c = 3;\n").unwrap();
-    let err = patch::apply_series(&tree, &[good.clone(), bad], "MLX v0.31.2 (tree x)", None).unwrap_err().to_string();
-    assert!(err.contains("0002-bad.patch") && err.contains("MLX v0.31.2 (tree x)") && err.contains("mlx/array.h:1"), "{err}");
+    let err = patch::apply_series(&tree, &[good.clone(), bad], "MLX v0.31.2 (tree x)", None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("0002-bad.patch")
+            && err.contains("MLX v0.31.2 (tree x)")
+            && err.contains("mlx/array.h:1"),
+        "{err}"
+    );
     // The good patch applied before it, in order; nothing was skipped silently.
-    assert!(fs::read_to_string(tree.join("mlx/array.h")).unwrap().contains("int b = 20;"));
+    assert!(fs::read_to_string(tree.join("mlx/array.h"))
+        .unwrap()
+        .contains("int b = 20;"));
 }
 
 #[test]
@@ -177,7 +278,11 @@ fn series_is_applied_in_file_name_order() {
     fs::write(dir.join("0002-b.patch"), "").unwrap();
     fs::write(dir.join("0001-a.patch"), "").unwrap();
     fs::write(dir.join("notes.txt"), "").unwrap();
-    let names: Vec<String> = patch::series(&dir).unwrap().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> = patch::series(&dir)
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     assert_eq!(names, ["0001-a.patch", "0002-b.patch"]);
 }
 
@@ -208,12 +313,21 @@ fn a_build_tells_cargo_about_every_file_it_reads() {
         assert!(mlx_patched::build_from(*v, &upstream, &opts).is_err());
     }
     let tracked = Env::tracked_files();
-    assert!(tracked.contains(&series), "the series directory (a patch added or removed): {tracked:?}");
-    assert!(tracked.contains(&fix), "each patch of the series: {tracked:?}");
+    assert!(
+        tracked.contains(&series),
+        "the series directory (a patch added or removed): {tracked:?}"
+    );
+    assert!(
+        tracked.contains(&fix),
+        "each patch of the series: {tracked:?}"
+    );
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for v in VARIANTS {
         for p in v.extra_patches {
-            assert!(tracked.contains(&workspace.join(p)), "{v}'s own patch {p}: {tracked:?}");
+            assert!(
+                tracked.contains(&workspace.join(p)),
+                "{v}'s own patch {p}: {tracked:?}"
+            );
         }
     }
 }

@@ -26,11 +26,13 @@ pub enum Mode {
 }
 
 /// The values a run evaluated, in order: their dtype and their elements
-/// as f64 (complex numbers as two), and a digest of their bits.
+/// as f64 (complex numbers as two), a digest of their bits, and the first
+/// value whose data ran past its buffer.
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     pub values: Vec<(MxDtype, Vec<f64>)>,
     pub digest: u64,
+    pub overrun: Option<String>,
 }
 
 fn err(msg: String) -> mlx::Error {
@@ -61,18 +63,35 @@ fn observe(a: &Array, obs: &mut Observed) -> mlx::Result<()> {
     let bytes = a.to_bytes()?;
     obs.digest = fnv1a(obs.digest, &bytes);
     let values = match a.dtype() {
-        MxDtype::U32 => bytes.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap()) as f64).collect(),
-        _ => bytes.chunks_exact(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64).collect(),
+        MxDtype::U32 => bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
     };
     obs.values.push((a.dtype(), values));
+    if obs.overrun.is_none() {
+        obs.overrun = bf::buffer_overrun(a).map(|m| format!("value {}: {m}", obs.values.len() - 1));
+    }
     Ok(())
 }
 
 /// One op on operands fetched by `get`, functions by `fns`.
-fn apply(op: &Op, get: &dyn Fn(Ref) -> mlx::Result<Array>, fns: &dyn Fn(FnId) -> mlx::Result<Func>) -> mlx::Result<Vec<Array>> {
+fn apply(
+    op: &Op,
+    get: &dyn Fn(Ref) -> mlx::Result<Array>,
+    fns: &dyn Fn(FnId) -> mlx::Result<Func>,
+) -> mlx::Result<Vec<Array>> {
     let one = |a: mlx::Result<Array>| a.map(|a| vec![a]);
     match op {
-        Op::Normal { shape, seed } => one(mlx::random::normal(shape, MxDtype::F32, &mlx::random::key(*seed as u64))),
+        Op::Normal { shape, seed } => one(mlx::random::normal(
+            shape,
+            MxDtype::F32,
+            &mlx::random::key(*seed as u64),
+        )),
         Op::Unary(u, a) => {
             let a = get(*a)?;
             one(match u {
@@ -98,8 +117,16 @@ fn apply(op: &Op, get: &dyn Fn(Ref) -> mlx::Result<Array>, fns: &dyn Fn(FnId) ->
         }
         Op::Matmul(a, b) => one(mlx::matmul(&get(*a)?, &get(*b)?)),
         Op::Reshape(a, s) => one(mlx::reshape(&get(*a)?, s)),
-        Op::Slice { a, start, stop } => one(mlx::slice(&get(*a)?, start, stop, &vec![1; start.len()])),
-        Op::Concat { parts, axis } => one(mlx::concatenate(parts.iter().map(|p| get(*p)).collect::<mlx::Result<Vec<_>>>()?, *axis)),
+        Op::Slice { a, start, stop } => {
+            one(mlx::slice(&get(*a)?, start, stop, &vec![1; start.len()]))
+        }
+        Op::Concat { parts, axis } => one(mlx::concatenate(
+            parts
+                .iter()
+                .map(|p| get(*p))
+                .collect::<mlx::Result<Vec<_>>>()?,
+            *axis,
+        )),
         Op::Reduce { how, a, axis } => one(match how {
             Reduce::Sum => mlx::sum_axis(&get(*a)?, &[*axis], false),
             Reduce::Mean => mlx::mean_axis(&get(*a)?, &[*axis], false),
@@ -118,13 +145,17 @@ fn apply(op: &Op, get: &dyn Fn(Ref) -> mlx::Result<Array>, fns: &dyn Fn(FnId) ->
                 Linalg::LuFactor => mlx::linalg::lu_factor(&a).map(|(lu, p)| vec![lu, p]),
             }
         }
-        Op::Quantize(a) => mlx::quantize(&get(*a)?, QUANT_GROUP, QUANT_BITS).map(|(w, s, b)| vec![w, s, b]),
+        Op::Quantize(a) => {
+            mlx::quantize(&get(*a)?, QUANT_GROUP, QUANT_BITS).map(|(w, s, b)| vec![w, s, b])
+        }
         Op::Depends { inputs, deps } => {
             let i: Vec<Array> = inputs.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
             let d: Vec<Array> = deps.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
             mlx::depends(&i, &d)
         }
-        Op::KeySplit { seed } => mlx::random::split(&mlx::random::key(*seed as u64)).map(|(a, b)| vec![a, b]),
+        Op::KeySplit { seed } => {
+            mlx::random::split(&mlx::random::key(*seed as u64)).map(|(a, b)| vec![a, b])
+        }
         Op::Call { f, args } => {
             let f = fns(*f)?;
             let args: Vec<Array> = args.iter().map(|r| get(*r)).collect::<mlx::Result<_>>()?;
@@ -149,7 +180,14 @@ impl Frame<'_> {
             Ref::Var(v) => (v, 0),
             Ref::Elem(v, i) => (v, i as usize),
         };
-        self.locals.iter().rev().chain(self.caps.iter()).find(|(n, _)| *n == v).and_then(|(_, g)| g.get(i)).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {r} is not in the closure's scope")))
+        self.locals
+            .iter()
+            .rev()
+            .chain(self.caps.iter())
+            .find(|(n, _)| *n == v)
+            .and_then(|(_, g)| g.get(i))
+            .cloned()
+            .ok_or_else(|| err(format!("[mlx-fuzz] {r} is not in the closure's scope")))
     }
 }
 
@@ -163,15 +201,35 @@ impl Drop for Frame<'_> {
 
 /// A closure's function: captures are copied now, as a C++ lambda's are.
 fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
-    let FnDef::Closure { params, captures, body, results } = def else { unreachable!() };
+    let FnDef::Closure {
+        params,
+        captures,
+        body,
+        results,
+    } = def
+    else {
+        unreachable!()
+    };
     let mut caps = Vec::new();
     for c in captures {
-        let slots = top.vals.get(c).ok_or_else(|| err(format!("[mlx-fuzz] captured {c} is gone")))?;
-        caps.push((*c, (0..slots.len()).map(|i| slots.get(i)).collect::<mlx::Result<Vec<_>>>()?));
+        let slots = top
+            .vals
+            .get(c)
+            .ok_or_else(|| err(format!("[mlx-fuzz] captured {c} is gone")))?;
+        caps.push((
+            *c,
+            (0..slots.len())
+                .map(|i| slots.get(i))
+                .collect::<mlx::Result<Vec<_>>>()?,
+        ));
     }
     let mut fns = HashMap::new();
     for s in body {
-        if let Stmt::Let { op: Op::Call { f, .. }, .. } = s {
+        if let Stmt::Let {
+            op: Op::Call { f, .. },
+            ..
+        } = s
+        {
             fns.insert(*f, top.func(*f)?);
         }
     }
@@ -179,15 +237,26 @@ fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
     let (body, results) = (body.clone(), results.clone());
     Ok(Rc::new(move |inputs: &[Array]| {
         if inputs.len() != params.len() {
-            return Err(err(format!("[mlx-fuzz] closure of {} parameters called with {}", params.len(), inputs.len())));
+            return Err(err(format!(
+                "[mlx-fuzz] closure of {} parameters called with {}",
+                params.len(),
+                inputs.len()
+            )));
         }
-        let mut frame = Frame { caps: &caps, locals: Vec::new() };
+        let mut frame = Frame {
+            caps: &caps,
+            locals: Vec::new(),
+        };
         for (p, a) in params.iter().zip(inputs) {
             frame.locals.push((*p, vec![a.clone()]));
         }
         for s in &body {
             if let Stmt::Let { out, op } = s {
-                let r = apply(op, &|r| frame.get(r), &|f| fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} not captured"))))?;
+                let r = apply(op, &|r| frame.get(r), &|f| {
+                    fns.get(&f)
+                        .cloned()
+                        .ok_or_else(|| err(format!("[mlx-fuzz] {f} not captured")))
+                })?;
                 frame.locals.push((*out, r));
             }
         }
@@ -207,7 +276,11 @@ fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result
             if mode == Mode::Eager {
                 return Ok(Rc::new(inner()));
             }
-            let c = Rc::new(if *shapeless { mlx::compile_shapeless(inner()) } else { mlx::compile(inner()) });
+            let c = Rc::new(if *shapeless {
+                mlx::compile_shapeless(inner())
+            } else {
+                mlx::compile(inner())
+            });
             Rc::new(move |x: &[Array]| c.call(x))
         }
         FnDef::Checkpoint { .. } => {
@@ -228,7 +301,11 @@ fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result
                     return Err(err("[mlx-fuzz] too few inputs for vjp/jvp".into()));
                 }
                 let (p, t) = x.split_at(n_params);
-                let (mut o, d) = if vjp { mlx::vjp(inner(), p, t)? } else { mlx::jvp(inner(), p, t)? };
+                let (mut o, d) = if vjp {
+                    mlx::vjp(inner(), p, t)?
+                } else {
+                    mlx::jvp(inner(), p, t)?
+                };
                 o.extend(d);
                 Ok(o)
             })
@@ -256,7 +333,10 @@ struct Top {
 
 impl Top {
     fn func(&self, f: FnId) -> mlx::Result<Func> {
-        self.fns.get(&f).cloned().ok_or_else(|| err(format!("[mlx-fuzz] {f} is not defined")))
+        self.fns
+            .get(&f)
+            .cloned()
+            .ok_or_else(|| err(format!("[mlx-fuzz] {f} is not defined")))
     }
 
     fn slot(r: Ref) -> (Var, usize) {
@@ -268,11 +348,16 @@ impl Top {
 
     fn get(&self, r: Ref) -> mlx::Result<Array> {
         let (v, i) = Self::slot(r);
-        self.vals.get(&v).ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))?.get(i)
+        self.vals
+            .get(&v)
+            .ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))?
+            .get(i)
     }
 
     fn slots(&mut self, v: Var) -> mlx::Result<&mut Slots> {
-        self.vals.get_mut(&v).ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))
+        self.vals
+            .get_mut(&v)
+            .ok_or_else(|| err(format!("[mlx-fuzz] {v} is not in scope")))
     }
 
     /// Ends the scope: every name, latest first.
@@ -292,14 +377,23 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
     let mut scope = Scope::default();
     let result = (|| {
         for s in &p.stmts {
-            scope.stmt(s).map_err(|e| err(format!("[mlx-fuzz] invalid program: {e}")))?;
+            scope
+                .stmt(s)
+                .map_err(|e| err(format!("[mlx-fuzz] invalid program: {e}")))?;
             match s {
                 Stmt::Let { out, op } => {
                     let arrays = apply(op, &|r| top.get(r), &|f| top.func(f))?;
                     match &scope.vals[out] {
                         Val::One(Some(t)) => agree(op.name(), &arrays[0], t),
                         Val::Group(g) => {
-                            assert_eq!(arrays.len(), g.len(), "[mlx-fuzz model] {}: MLX returned {} arrays, the IR says {}", op.name(), arrays.len(), g.len());
+                            assert_eq!(
+                                arrays.len(),
+                                g.len(),
+                                "[mlx-fuzz model] {}: MLX returned {} arrays, the IR says {}",
+                                op.name(),
+                                arrays.len(),
+                                g.len()
+                            );
                             for (a, t) in arrays.iter().zip(g) {
                                 agree(op.name(), a, t.as_ref().unwrap());
                             }
@@ -323,7 +417,10 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
                     top.order.push(Name::F(*id));
                 }
                 Stmt::Eval { refs, asynchronous } => {
-                    let arrays: Vec<Array> = refs.iter().map(|r| top.get(*r)).collect::<mlx::Result<_>>()?;
+                    let arrays: Vec<Array> = refs
+                        .iter()
+                        .map(|r| top.get(*r))
+                        .collect::<mlx::Result<_>>()?;
                     if *asynchronous {
                         bf::async_eval(&arrays)?;
                     } else {
@@ -354,8 +451,12 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
                             if sv == dv {
                                 top.slots(dv)?.assign_move(di, None, si)?;
                             } else {
-                                let mut from = top.vals.remove(&sv).ok_or_else(|| err(format!("[mlx-fuzz] {sv} is not in scope")))?;
-                                let r = top.slots(dv).and_then(|d| d.assign_move(di, Some(&mut from), si));
+                                let mut from = top.vals.remove(&sv).ok_or_else(|| {
+                                    err(format!("[mlx-fuzz] {sv} is not in scope"))
+                                })?;
+                                let r = top
+                                    .slots(dv)
+                                    .and_then(|d| d.assign_move(di, Some(&mut from), si));
                                 top.vals.insert(sv, from);
                                 r?;
                             }
@@ -376,11 +477,25 @@ pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
     let (abs, rel) = TOLERANCE;
     let mut worst = 0.0f64;
     if a.values.len() != b.values.len() {
-        return (Some(format!("{} values evaluated, {} eagerly", a.values.len(), b.values.len())), worst);
+        return (
+            Some(format!(
+                "{} values evaluated, {} eagerly",
+                a.values.len(),
+                b.values.len()
+            )),
+            worst,
+        );
     }
     for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
         if va.len() != vb.len() {
-            return (Some(format!("value {k}: {} elements, {} eagerly", va.len(), vb.len())), worst);
+            return (
+                Some(format!(
+                    "value {k}: {} elements, {} eagerly",
+                    va.len(),
+                    vb.len()
+                )),
+                worst,
+            );
         }
         for (j, (x, y)) in va.iter().zip(vb).enumerate() {
             if x.is_nan() && y.is_nan() || x == y {
@@ -391,7 +506,12 @@ pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
                 worst = worst.max(d / y.abs());
             }
             if !(d <= abs + rel * y.abs()) {
-                return (Some(format!("value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly")), worst);
+                return (
+                    Some(format!(
+                        "value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly"
+                    )),
+                    worst,
+                );
             }
         }
     }
@@ -406,7 +526,10 @@ fn census() -> Option<i64> {
 /// again with memory and descriptors measured, and eagerly.
 pub fn measure(p: &Program) -> Outcome {
     let mut o = Outcome::default();
-    let mut written = Observed { digest: FNV_START, ..Default::default() };
+    let mut written = Observed {
+        digest: FNV_START,
+        ..Default::default()
+    };
     match run(p, Mode::AsWritten, Some(&mut written)) {
         Err(e) => o.error = Some(e.message().to_string()),
         Ok(()) => {
@@ -422,12 +545,20 @@ pub fn measure(p: &Program) -> Outcome {
         }
     }
     o.digest = written.digest;
-    let mut eager = Observed { digest: FNV_START, ..Default::default() };
+    o.overrun = written.overrun.take();
+    let mut eager = Observed {
+        digest: FNV_START,
+        ..Default::default()
+    };
     match run(p, Mode::Eager, Some(&mut eager)) {
         Err(e) => o.eager_error = Some(e.message().to_string()),
         Ok(()) if o.error.is_none() => (o.mismatch, o.max_rel_diff) = compare(&written, &eager),
         Ok(()) => {}
     }
+    o.overrun = o
+        .overrun
+        .take()
+        .or_else(|| eager.overrun.map(|m| format!("eagerly, {m}")));
     o
 }
 
@@ -452,7 +583,11 @@ fn print_outcome(i: u64, p: &Program) {
     drop(out);
     let o = measure(p);
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "outcome {i} {}", serde_json::to_string(&o).expect("an outcome serializes"));
+    let _ = writeln!(
+        out,
+        "outcome {i} {}",
+        serde_json::to_string(&o).expect("an outcome serializes")
+    );
     let _ = out.flush();
 }
 
@@ -474,7 +609,10 @@ pub fn worker_main() -> i32 {
             }
             Ok(())
         })(),
-        [cmd, file] if cmd == "program" => std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}")).and_then(|s| Program::from_json(&s)).map(|p| print_outcome(0, &p)),
+        [cmd, file] if cmd == "program" => std::fs::read_to_string(file)
+            .map_err(|e| format!("{file}: {e}"))
+            .and_then(|s| Program::from_json(&s))
+            .map(|p| print_outcome(0, &p)),
         _ => Err(USAGE.to_string()),
     };
     match r {

@@ -48,8 +48,14 @@ impl Event {
     pub fn findings(&self) -> Vec<Finding> {
         match self {
             Event::Ran(_, o) => judge(o),
-            Event::Crashed(_, why) => vec![Finding { kind: Kind::Crash, detail: why.clone() }],
-            Event::Hung(_) => vec![Finding { kind: Kind::Hang, detail: String::new() }],
+            Event::Crashed(_, why) => vec![Finding {
+                kind: Kind::Crash,
+                detail: why.clone(),
+            }],
+            Event::Hung(_) => vec![Finding {
+                kind: Kind::Hang,
+                detail: String::new(),
+            }],
         }
     }
 }
@@ -62,8 +68,22 @@ fn crash_reason(status: std::process::ExitStatus, stderr: &str) -> String {
         (_, Some(c)) => format!("exit {c}"),
         _ => "unknown".into(),
     };
-    let markers = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer", "double free", "free(): ", "malloc(): ", "corrupted", "terminate called", "panicked at"];
-    let why = stderr.lines().find(|l| markers.iter().any(|m| l.contains(m))).map(first_line);
+    let markers = [
+        "ERROR: AddressSanitizer",
+        "ERROR: LeakSanitizer",
+        "runtime error:",
+        "WARNING: ThreadSanitizer",
+        "double free",
+        "free(): ",
+        "malloc(): ",
+        "corrupted",
+        "terminate called",
+        "panicked at",
+    ];
+    let why = stderr
+        .lines()
+        .find(|l| markers.iter().any(|m| l.contains(m)))
+        .map(first_line);
     match why {
         Some(w) => format!("{how}: {w}"),
         None => how,
@@ -84,11 +104,22 @@ impl Worker {
 
     /// Runs programs `first..first + count` of `seed`, calling `each` per
     /// program in order, restarting the worker after a crash or hang.
-    pub fn run_seeds(&self, seed: u64, first: u64, count: u64, mut each: impl FnMut(Event)) -> Result<(), String> {
+    pub fn run_seeds(
+        &self,
+        seed: u64,
+        first: u64,
+        count: u64,
+        mut each: impl FnMut(Event),
+    ) -> Result<(), String> {
         let end = first + count;
         let mut next = first;
         while next < end {
-            let args = vec!["seeds".to_string(), seed.to_string(), next.to_string(), (end - next).to_string()];
+            let args = vec![
+                "seeds".to_string(),
+                seed.to_string(),
+                next.to_string(),
+                (end - next).to_string(),
+            ];
             next = self.session(&args, next, &mut each)?;
         }
         Ok(())
@@ -101,12 +132,21 @@ impl Worker {
         let file = dir.join("program.json");
         std::fs::write(&file, p.to_json()).map_err(|e| e.to_string())?;
         let mut got = None;
-        self.session(&["program".to_string(), file.display().to_string()], 0, &mut |e| got = Some(e))?;
+        self.session(
+            &["program".to_string(), file.display().to_string()],
+            0,
+            &mut |e| got = Some(e),
+        )?;
         got.ok_or_else(|| "the worker reported nothing for the program".to_string())
     }
 
     /// One worker process; returns the index to resume from.
-    fn session(&self, args: &[String], first: u64, each: &mut dyn FnMut(Event)) -> Result<u64, String> {
+    fn session(
+        &self,
+        args: &[String],
+        first: u64,
+        each: &mut dyn FnMut(Event),
+    ) -> Result<u64, String> {
         let mut child = self.spawn(args)?;
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
@@ -130,13 +170,19 @@ impl Worker {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(Ok(line)) => {
                     let mut words = line.splitn(3, ' ');
-                    match (words.next(), words.next().and_then(|i| i.parse::<u64>().ok()), words.next()) {
+                    match (
+                        words.next(),
+                        words.next().and_then(|i| i.parse::<u64>().ok()),
+                        words.next(),
+                    ) {
                         (Some("start"), Some(i), _) => {
                             running = Some(i);
                             deadline = Instant::now() + self.timeout;
                         }
                         (Some("outcome"), Some(i), Some(json)) => {
-                            let o: Outcome = serde_json::from_str(json).map_err(|e| format!("the worker's outcome line is not an outcome ({e}): {line}"))?;
+                            let o: Outcome = serde_json::from_str(json).map_err(|e| {
+                                format!("the worker's outcome line is not an outcome ({e}): {line}")
+                            })?;
                             running = None;
                             next = i + 1;
                             each(Event::Ran(i, o));
@@ -158,10 +204,24 @@ impl Worker {
                         // free after the program's outcome: the program that
                         // ran last is the suspect (a shrink re-runs it alone).
                         None if next > first => {
-                            each(Event::Crashed(next - 1, format!("after its outcome: {}", crash_reason(status, &stderr))));
+                            each(Event::Crashed(
+                                next - 1,
+                                format!("after its outcome: {}", crash_reason(status, &stderr)),
+                            ));
                             Ok(next)
                         }
-                        None => Err(format!("the worker failed before its first program ({status}): {}", stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))),
+                        None => Err(format!(
+                            "the worker failed before its first program ({status}): {}",
+                            stderr
+                                .lines()
+                                .rev()
+                                .take(20)
+                                .collect::<Vec<_>>()
+                                .into_iter()
+                                .rev()
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        )),
                     };
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -204,7 +264,14 @@ impl Tally {
         }
         for f in e.findings() {
             *self.by_kind.entry(f.kind).or_default() += 1;
-            let key = Finding { kind: f.kind, detail: if f.kind == Kind::Leak { String::new() } else { f.detail.clone() } };
+            let key = Finding {
+                kind: f.kind,
+                detail: if f.kind == Kind::Leak {
+                    String::new()
+                } else {
+                    f.detail.clone()
+                },
+            };
             if !self.distinct.iter().any(|(d, _)| *d == key) {
                 self.distinct.push((key, e.index()));
             }
@@ -212,7 +279,11 @@ impl Tally {
     }
 
     pub fn summary(&self) -> String {
-        let kinds: Vec<String> = self.by_kind.iter().map(|(k, n)| format!("{} {n}", k.name())).collect();
+        let kinds: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.name()))
+            .collect();
         format!(
             "{} programs ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager); findings: {}",
             self.programs,
@@ -238,7 +309,13 @@ pub enum Confirm {
 /// Whether `p` still shows `want` in fresh workers. Crashes and errors are
 /// deterministic here, so one run decides them.
 pub fn still_fails(worker: &Worker, p: &Program, want: &Finding, confirm: Confirm) -> bool {
-    let shows = || worker.run_program(p).is_ok_and(|e| e.findings().iter().any(|f| crate::oracle::same_failure(want, f)));
+    let shows = || {
+        worker.run_program(p).is_ok_and(|e| {
+            e.findings()
+                .iter()
+                .any(|f| crate::oracle::same_failure(want, f))
+        })
+    };
     match (want.kind, confirm) {
         (Kind::Leak, Confirm::AnyOf(n)) => (0..n.max(1)).any(|_| shows()),
         (Kind::Leak, Confirm::AllOf(n)) => (0..n.max(1)).all(|_| shows()),
@@ -248,6 +325,11 @@ pub fn still_fails(worker: &Worker, p: &Program, want: &Finding, confirm: Confir
 
 /// `p` shrunk on the IR while it still shows `want`; the number of
 /// candidates tried.
-pub fn shrink_finding(worker: &Worker, p: &Program, want: &Finding, confirm: Confirm) -> (Program, usize) {
+pub fn shrink_finding(
+    worker: &Worker,
+    p: &Program,
+    want: &Finding,
+    confirm: Confirm,
+) -> (Program, usize) {
     crate::shrink::shrink(p, |c| still_fails(worker, c, want, confirm))
 }

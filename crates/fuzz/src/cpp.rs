@@ -5,7 +5,9 @@
 //! `main` runs the program once to warm up, then again, and prints what the
 //! second run left behind (`leaked_bytes N`, and `leaked_descriptors N` on a
 //! census build). It exits 1 if anything was left, or if the program threw
-//! (`error: ...`), so the file shows its failure by itself.
+//! (`error: ...`), so the file shows its failure by itself. After each
+//! `eval` it checks, as the fuzzer's worker does, that every evaluated
+//! array's data lies within its buffer (`error: overrun: ...`).
 
 use crate::ir::*;
 use std::collections::BTreeSet;
@@ -19,6 +21,8 @@ pub fn build_command(source: &str, exe: &str, prefix: &str) -> String {
 const PRELUDE: &str = r#"#include <cstdio>
 #include <exception>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,6 +56,19 @@ void drop(T& x) {
 }
 
 const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
+
+// Ops run over a contiguous input's data_size elements from its offset:
+// an array claiming more than its buffer holds makes them overrun it.
+void check(const Arrays& v) {
+  mx::eval(v);
+  for (const auto& a : v) {
+    if (a.offset() < 0 || static_cast<std::size_t>(a.offset()) + a.data_size() * a.itemsize() > a.buffer_size()) {
+      throw std::runtime_error(
+          "overrun: an array of " + std::to_string(a.size()) + " elements claims " +
+          std::to_string(a.data_size()) + " of a " + std::to_string(a.buffer_size()) + "-byte buffer");
+    }
+  }
+}
 "#;
 
 const MAIN: &str = r#"
@@ -81,11 +98,20 @@ int main() {
 "#;
 
 fn shape(s: &[i32]) -> String {
-    format!("{{{}}}", s.iter().map(i32::to_string).collect::<Vec<_>>().join(", "))
+    format!(
+        "{{{}}}",
+        s.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+    )
 }
 
 fn list(refs: &[Ref]) -> String {
-    format!("{{{}}}", refs.iter().map(Ref::to_string).collect::<Vec<_>>().join(", "))
+    format!(
+        "{{{}}}",
+        refs.iter()
+            .map(Ref::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn expr(op: &Op) -> String {
@@ -96,11 +122,15 @@ fn expr(op: &Op) -> String {
         Op::Binary(_, a, b) => format!("mx::{}({a}, {b})", op.name()),
         Op::Matmul(a, b) => format!("mx::matmul({a}, {b})"),
         Op::Reshape(a, s) => format!("mx::reshape({a}, {})", shape(s)),
-        Op::Slice { a, start, stop } => format!("mx::slice({a}, {}, {})", shape(start), shape(stop)),
+        Op::Slice { a, start, stop } => {
+            format!("mx::slice({a}, {}, {})", shape(start), shape(stop))
+        }
         Op::Concat { parts, axis } => format!("mx::concatenate({}, {axis})", list(parts)),
         Op::Reduce { a, axis, .. } => format!("mx::{}({a}, {axis})", op.name()),
         Op::Split { a, parts, axis } => format!("mx::split({a}, {parts}, {axis})"),
-        Op::SplitAt { a, indices, axis } => format!("mx::split({a}, mx::Shape{}, {axis})", shape(indices)),
+        Op::SplitAt { a, indices, axis } => {
+            format!("mx::split({a}, mx::Shape{}, {axis})", shape(indices))
+        }
         Op::Divmod(a, b) => format!("mx::divmod({a}, {b})"),
         Op::Linalg(l, a) => match l {
             Linalg::Qr => format!("group(mx::linalg::qr({a}, cpu))"),
@@ -111,7 +141,9 @@ fn expr(op: &Op) -> String {
             Linalg::LuFactor => format!("group(mx::linalg::lu_factor({a}, cpu))"),
         },
         Op::Quantize(a) => format!("mx::quantize({a}, {QUANT_GROUP}, {QUANT_BITS}, \"affine\")"),
-        Op::Depends { inputs, deps } => format!("mx::depends(Arrays{}, Arrays{})", list(inputs), list(deps)),
+        Op::Depends { inputs, deps } => {
+            format!("mx::depends(Arrays{}, Arrays{})", list(inputs), list(deps))
+        }
         Op::KeySplit { seed } => format!("group(mx::random::split(mx::random::key({seed})))"),
         Op::Call { f, args } => format!("{f}({})", list(args)),
     }
@@ -119,7 +151,19 @@ fn expr(op: &Op) -> String {
 
 /// The functions a closure body calls (captured by value like its arrays).
 fn called(body: &[Stmt]) -> BTreeSet<FnId> {
-    body.iter().filter_map(|s| if let Stmt::Let { op: Op::Call { f, .. }, .. } = s { Some(*f) } else { None }).collect()
+    body.iter()
+        .filter_map(|s| {
+            if let Stmt::Let {
+                op: Op::Call { f, .. },
+                ..
+            } = s
+            {
+                Some(*f)
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usize>, indent: &str) {
@@ -160,7 +204,10 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
             }
             FnDef::Vmap { f } => w(out, format!("Fn {id} = mx::vmap({f});")),
         },
-        Stmt::Eval { refs, asynchronous } => w(out, format!("mx::{}({});", if *asynchronous { "async_eval" } else { "eval" }, list(refs))),
+        Stmt::Eval { refs, asynchronous } => {
+            w(out, format!("mx::{}({});", if *asynchronous { "async_eval" } else { "eval" }, list(refs)));
+            w(out, format!("check({});", list(refs)));
+        }
         Stmt::Synchronize => w(out, "mx::synchronize();".into()),
         Stmt::Drop(v) => w(out, format!("drop({v});")),
         Stmt::DropFn(f) => w(out, format!("{f} = nullptr;")),
@@ -191,7 +238,12 @@ pub fn print(p: &Program, title: &str) -> String {
     }
     let mut out = String::new();
     writeln!(out, "// {title}").unwrap();
-    writeln!(out, "// Written by mlx-fuzz. Build: {}", build_command("repro.cpp", "repro", "<prefix>")).unwrap();
+    writeln!(
+        out,
+        "// Written by mlx-fuzz. Build: {}",
+        build_command("repro.cpp", "repro", "<prefix>")
+    )
+    .unwrap();
     out += PRELUDE;
     out += "\nvoid program() {\n";
     for s in &p.stmts {

@@ -13,7 +13,18 @@ use rand_core::{RngCore, SeedableRng};
 /// The shapes constants are made in: small, so a program runs in
 /// microseconds, with axes that split in 2 and 3, square matrices for the
 /// factorizations, and rows of 32 for `quantize`.
-pub const SHAPES: &[&[i32]] = &[&[4], &[6], &[2, 4], &[4, 4], &[4, 2], &[3, 3], &[6, 4], &[2, 3, 4], &[2, 32], &[4, 32]];
+pub const SHAPES: &[&[i32]] = &[
+    &[4],
+    &[6],
+    &[2, 4],
+    &[4, 4],
+    &[4, 2],
+    &[3, 3],
+    &[6, 4],
+    &[2, 3, 4],
+    &[2, 32],
+    &[4, 32],
+];
 
 /// How many bytes of choices one program may read.
 pub const BYTES_PER_PROGRAM: usize = 4096;
@@ -29,11 +40,18 @@ pub fn program_of_seed(seed: u64, index: u64) -> Program {
 
 /// A valid program read from `u` (possibly empty, if `u` is).
 pub fn generate(u: &mut Unstructured) -> Program {
-    let mut g = Gen { next_var: 0, next_fn: 0 };
+    let mut g = Gen {
+        next_var: 0,
+        next_fn: 0,
+    };
     let mut top = Block::default();
     let _ = g.program(u, &mut top);
     let p = Program { stmts: top.stmts };
-    debug_assert_eq!(check(&p), Ok(()), "the generator made an invalid program: {p:?}");
+    debug_assert_eq!(
+        check(&p),
+        Ok(()),
+        "the generator made an invalid program: {p:?}"
+    );
     p
 }
 
@@ -124,7 +142,19 @@ impl Gen {
         let n = u.int_in_range(2..=16)?;
         for _ in 0..n {
             let has_fns = !b.scope.fns.is_empty();
-            let kind = weighted(u, &[12, 24, 14, if has_fns { 12 } else { 0 }, if has_fns { 18 } else { 0 }, 8, 2, 14])?;
+            let kind = weighted(
+                u,
+                &[
+                    12,
+                    24,
+                    14,
+                    if has_fns { 12 } else { 0 },
+                    if has_fns { 18 } else { 0 },
+                    8,
+                    2,
+                    14,
+                ],
+            )?;
             match kind {
                 0 => {
                     self.constant(u, b, None)?;
@@ -146,7 +176,10 @@ impl Gen {
                     }
                     if !chosen.is_empty() {
                         let asynchronous = u.ratio(1, 4)?;
-                        b.push(Stmt::Eval { refs: chosen, asynchronous });
+                        b.push(Stmt::Eval {
+                            refs: chosen,
+                            asynchronous,
+                        });
                     }
                 }
                 6 => {
@@ -159,19 +192,36 @@ impl Gen {
     }
 
     /// A new constant of `shape` (a palette shape if `None`); its name.
-    fn constant(&mut self, u: &mut Unstructured, b: &mut Block, shape: Option<&[i32]>) -> Result<Ref> {
+    fn constant(
+        &mut self,
+        u: &mut Unstructured,
+        b: &mut Block,
+        shape: Option<&[i32]>,
+    ) -> Result<Ref> {
         let shape = match shape {
             Some(s) => s.to_vec(),
             None => SHAPES[u.choose_index(SHAPES.len())?].to_vec(),
         };
         let out = self.var();
         let seed = u.int_in_range(0..=999)?;
-        assert!(b.push(Stmt::Let { out, op: Op::Normal { shape, seed } }), "a constant is always valid");
+        assert!(
+            b.push(Stmt::Let {
+                out,
+                op: Op::Normal { shape, seed }
+            }),
+            "a constant is always valid"
+        );
         Ok(Ref::Var(out))
     }
 
     /// A float operand: an existing one (usually) or a new constant.
-    fn float(&mut self, u: &mut Unstructured, b: &mut Block, pred: impl Fn(&Ty) -> bool, make: &[i32]) -> Result<Ref> {
+    fn float(
+        &mut self,
+        u: &mut Unstructured,
+        b: &mut Block,
+        pred: impl Fn(&Ty) -> bool,
+        make: &[i32],
+    ) -> Result<Ref> {
         let refs = b.refs(|t| t.is_f32() && pred(t));
         if !refs.is_empty() && u.ratio(4, 5)? {
             return Ok(pick(u, &refs)?.unwrap().0);
@@ -190,7 +240,15 @@ impl Gen {
         let op = match kind {
             0 => {
                 let a = self.float(u, b, |_| true, &[4, 4])?;
-                let un = [Unary::Abs, Unary::Negative, Unary::Exp, Unary::Square, Unary::Sqrt, Unary::StopGradient, Unary::Transpose];
+                let un = [
+                    Unary::Abs,
+                    Unary::Negative,
+                    Unary::Exp,
+                    Unary::Square,
+                    Unary::Sqrt,
+                    Unary::StopGradient,
+                    Unary::Transpose,
+                ];
                 Op::Unary(un[u.choose_index(un.len())?], a)
             }
             1 => match pick(u, &b.refs(|t| t.dtype == Dtype::C64))? {
@@ -201,7 +259,13 @@ impl Gen {
                 let a = self.float(u, b, |_| true, &[4, 4])?;
                 let sa = Self::shape_of(b, a);
                 let other = self.float(u, b, |t| broadcast(&sa, &t.shape).is_some(), &sa)?;
-                let bins = [Binary::Add, Binary::Subtract, Binary::Multiply, Binary::Divide, Binary::Maximum];
+                let bins = [
+                    Binary::Add,
+                    Binary::Subtract,
+                    Binary::Multiply,
+                    Binary::Divide,
+                    Binary::Maximum,
+                ];
                 Op::Binary(bins[u.choose_index(bins.len())?], a, other)
             }
             3 => {
@@ -214,7 +278,12 @@ impl Gen {
             4 => {
                 let a = self.float(u, b, |_| true, &[2, 4])?;
                 let size: i32 = Self::shape_of(b, a).iter().product();
-                let shapes: Vec<Vec<i32>> = SHAPES.iter().filter(|s| s.iter().product::<i32>() == size).map(|s| s.to_vec()).chain([vec![size]]).collect();
+                let shapes: Vec<Vec<i32>> = SHAPES
+                    .iter()
+                    .filter(|s| s.iter().product::<i32>() == size)
+                    .map(|s| s.to_vec())
+                    .chain([vec![size]])
+                    .collect();
                 Op::Reshape(a, pick(u, &shapes)?.unwrap())
             }
             5 => {
@@ -232,15 +301,27 @@ impl Gen {
                 let a = self.float(u, b, |t| !t.shape.is_empty(), &[4, 4])?;
                 let shape = Self::shape_of(b, a);
                 let c = self.float(u, b, |t| t.shape == shape, &shape)?;
-                Op::Concat { parts: vec![a, c], axis: u.int_in_range(0..=shape.len() as i32 - 1)? }
+                Op::Concat {
+                    parts: vec![a, c],
+                    axis: u.int_in_range(0..=shape.len() as i32 - 1)?,
+                }
             }
             7 | 8 => {
                 let a = self.float(u, b, |t| !t.shape.is_empty(), &[4, 4])?;
                 let rank = Self::shape_of(b, a).len() as i32;
-                Op::Reduce { how: if kind == 7 { Reduce::Sum } else { Reduce::Mean }, a, axis: u.int_in_range(0..=rank - 1)? }
+                Op::Reduce {
+                    how: if kind == 7 { Reduce::Sum } else { Reduce::Mean },
+                    a,
+                    axis: u.int_in_range(0..=rank - 1)?,
+                }
             }
             9 => {
-                let a = self.float(u, b, |t| t.shape.iter().any(|d| d % 2 == 0 || d % 3 == 0), &[4, 4])?;
+                let a = self.float(
+                    u,
+                    b,
+                    |t| t.shape.iter().any(|d| d % 2 == 0 || d % 3 == 0),
+                    &[4, 4],
+                )?;
                 let shape = Self::shape_of(b, a);
                 let mut choices = Vec::new();
                 for (ax, &d) in shape.iter().enumerate() {
@@ -263,7 +344,11 @@ impl Gen {
                 if first + 1 < shape[ax] && u.ratio(1, 2)? {
                     indices.push(u.int_in_range(first + 1..=shape[ax] - 1)?);
                 }
-                Op::SplitAt { a, indices, axis: ax as i32 }
+                Op::SplitAt {
+                    a,
+                    indices,
+                    axis: ax as i32,
+                }
             }
             11 => {
                 let a = self.float(u, b, |_| true, &[4, 4])?;
@@ -273,19 +358,36 @@ impl Gen {
             }
             12 => {
                 let n = [2, 3, 4][u.choose_index(3)?];
-                let a = self.float(u, b, |t| t.shape.len() == 2 && t.shape[0] == t.shape[1], &[n, n])?;
+                let a = self.float(
+                    u,
+                    b,
+                    |t| t.shape.len() == 2 && t.shape[0] == t.shape[1],
+                    &[n, n],
+                )?;
                 Op::Linalg(LINALG[u.choose_index(LINALG.len())?], a)
             }
             13 => {
-                let a = self.float(u, b, |t| t.shape.len() == 2 && t.shape[1] % QUANT_GROUP == 0, &[2, 32])?;
+                let a = self.float(
+                    u,
+                    b,
+                    |t| t.shape.len() == 2 && t.shape[1] % QUANT_GROUP == 0,
+                    &[2, 32],
+                )?;
                 Op::Quantize(a)
             }
             14 => {
                 let refs = b.refs(|_| true);
-                let (Some((i, _)), Some((d, _))) = (pick(u, &refs)?, pick(u, &refs)?) else { return Ok(()) };
-                Op::Depends { inputs: vec![i], deps: vec![d] }
+                let (Some((i, _)), Some((d, _))) = (pick(u, &refs)?, pick(u, &refs)?) else {
+                    return Ok(());
+                };
+                Op::Depends {
+                    inputs: vec![i],
+                    deps: vec![d],
+                }
             }
-            _ => Op::KeySplit { seed: u.int_in_range(0..=999)? },
+            _ => Op::KeySplit {
+                seed: u.int_in_range(0..=999)?,
+            },
         };
         let out = self.var();
         b.push(Stmt::Let { out, op });
@@ -304,7 +406,13 @@ impl Gen {
             params.push((self.var(), t));
         }
         // Captures: single values, as a model's weights are.
-        let singles: Vec<Var> = b.scope.vals.iter().filter(|(_, v)| matches!(v, Val::One(Some(t)) if t.is_f32())).map(|(v, _)| *v).collect();
+        let singles: Vec<Var> = b
+            .scope
+            .vals
+            .iter()
+            .filter(|(_, v)| matches!(v, Val::One(Some(t)) if t.is_f32()))
+            .map(|(v, _)| *v)
+            .collect();
         let mut captures = Vec::new();
         for _ in 0..u.int_in_range(0..=3)? {
             if let Some(v) = pick(u, &singles)? {
@@ -329,12 +437,26 @@ impl Gen {
             }
         }
         // Results: prefer what the body computed, the later the likelier.
-        let computed: Vec<Var> = inner.stmts.iter().filter_map(|s| if let Stmt::Let { out, .. } = s { Some(*out) } else { None }).collect();
+        let computed: Vec<Var> = inner
+            .stmts
+            .iter()
+            .filter_map(|s| {
+                if let Stmt::Let { out, .. } = s {
+                    Some(*out)
+                } else {
+                    None
+                }
+            })
+            .collect();
         let mut results = Vec::new();
         for _ in 0..u.int_in_range(1..=2)? {
             let candidates = if !computed.is_empty() && u.ratio(4, 5)? {
                 let last = computed[computed.len() - 1 - u.choose_index(computed.len().min(2))?];
-                inner.refs(|_| true).into_iter().filter(|(r, _)| r.var() == last).collect()
+                inner
+                    .refs(|_| true)
+                    .into_iter()
+                    .filter(|(r, _)| r.var() == last)
+                    .collect()
             } else {
                 inner.refs(|_| true)
             };
@@ -348,7 +470,15 @@ impl Gen {
             return Ok(());
         }
         let id = FnId(self.next_fn);
-        if b.push(Stmt::Def { id, def: FnDef::Closure { params, captures, body: inner.stmts, results } }) {
+        if b.push(Stmt::Def {
+            id,
+            def: FnDef::Closure {
+                params,
+                captures,
+                body: inner.stmts,
+                results,
+            },
+        }) {
             self.next_fn += 1;
         }
         Ok(())
@@ -356,11 +486,22 @@ impl Gen {
 
     fn transform(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
         let fns: Vec<FnId> = b.scope.fns.keys().copied().collect();
-        let Some(f) = pick(u, &fns)? else { return Ok(()) };
+        let Some(f) = pick(u, &fns)? else {
+            return Ok(());
+        };
         let defs = [
-            FnDef::Compile { f, shapeless: false },
-            FnDef::Compile { f, shapeless: false },
-            FnDef::Compile { f, shapeless: false },
+            FnDef::Compile {
+                f,
+                shapeless: false,
+            },
+            FnDef::Compile {
+                f,
+                shapeless: false,
+            },
+            FnDef::Compile {
+                f,
+                shapeless: false,
+            },
             FnDef::Compile { f, shapeless: true },
             FnDef::Checkpoint { f },
             FnDef::CustomVjp { f },
@@ -378,7 +519,9 @@ impl Gen {
 
     fn call(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
         let fns: Vec<FnId> = b.scope.fns.keys().copied().collect();
-        let Some(f) = pick(u, &fns)? else { return Ok(()) };
+        let Some(f) = pick(u, &fns)? else {
+            return Ok(());
+        };
         let params = b.scope.fns[&f].params.clone();
         let mut args = Vec::new();
         for p in &params {
@@ -390,7 +533,10 @@ impl Gen {
             }
         }
         let out = self.var();
-        b.push(Stmt::Let { out, op: Op::Call { f, args } });
+        b.push(Stmt::Let {
+            out,
+            op: Op::Call { f, args },
+        });
         Ok(())
     }
 
@@ -404,13 +550,32 @@ impl Gen {
             }
             k @ 1..=3 => {
                 let how = [How::Copy, How::Move, How::Overwrite][k - 1];
-                let (Some(dst), Some((src, _))) = (pick(u, &b.slots())?, pick(u, &b.refs(|_| true))?) else { return Ok(()) };
+                let (Some(dst), Some((src, _))) =
+                    (pick(u, &b.slots())?, pick(u, &b.refs(|_| true))?)
+                else {
+                    return Ok(());
+                };
                 b.push(Stmt::Assign { dst, src, how });
             }
             4 => {
-                let groups: Vec<(Var, usize)> = b.scope.vals.iter().filter_map(|(v, val)| if let Val::Group(g) = val { Some((*v, g.len())) } else { None }).filter(|(_, n)| *n > 0).collect();
+                let groups: Vec<(Var, usize)> = b
+                    .scope
+                    .vals
+                    .iter()
+                    .filter_map(|(v, val)| {
+                        if let Val::Group(g) = val {
+                            Some((*v, g.len()))
+                        } else {
+                            None
+                        }
+                    })
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
                 if let Some((group, n)) = pick(u, &groups)? {
-                    b.push(Stmt::Erase { group, index: u.choose_index(n)? as u32 });
+                    b.push(Stmt::Erase {
+                        group,
+                        index: u.choose_index(n)? as u32,
+                    });
                 }
             }
             _ => {
@@ -443,7 +608,9 @@ mod tests {
                     }
                     format!("fn {}", def.name())
                 }
-                Stmt::Eval { asynchronous: true, .. } => "async_eval".into(),
+                Stmt::Eval {
+                    asynchronous: true, ..
+                } => "async_eval".into(),
                 Stmt::Eval { .. } => "eval".into(),
                 Stmt::Synchronize => "synchronize".into(),
                 Stmt::Drop(_) => "drop".into(),
@@ -463,18 +630,79 @@ mod tests {
             assert_eq!(check(&p), Ok(()), "program {i}");
             kinds(&p.stmts, &mut seen);
         }
-        let mut want: BTreeSet<String> = ["capture", "async_eval", "eval", "synchronize", "drop", "drop fn", "assign Copy", "assign Move", "assign Overwrite", "erase"].iter().map(|s| s.to_string()).collect();
-        for f in ["closure", "compile", "compile(shapeless)", "checkpoint", "custom_vjp", "vjp", "jvp", "vmap"] {
+        let mut want: BTreeSet<String> = [
+            "capture",
+            "async_eval",
+            "eval",
+            "synchronize",
+            "drop",
+            "drop fn",
+            "assign Copy",
+            "assign Move",
+            "assign Overwrite",
+            "erase",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for f in [
+            "closure",
+            "compile",
+            "compile(shapeless)",
+            "checkpoint",
+            "custom_vjp",
+            "vjp",
+            "jvp",
+            "vmap",
+        ] {
             want.insert(format!("fn {f}"));
         }
-        for op in ["normal", "abs", "negative", "exp", "square", "sqrt", "stop_gradient", "transpose", "real", "add", "subtract", "multiply", "divide", "maximum", "matmul", "reshape", "slice", "concatenate", "sum", "mean"] {
+        for op in [
+            "normal",
+            "abs",
+            "negative",
+            "exp",
+            "square",
+            "sqrt",
+            "stop_gradient",
+            "transpose",
+            "real",
+            "add",
+            "subtract",
+            "multiply",
+            "divide",
+            "maximum",
+            "matmul",
+            "reshape",
+            "slice",
+            "concatenate",
+            "sum",
+            "mean",
+        ] {
             want.insert(format!("op {op}"));
         }
-        for op in ["split", "split_at_indices", "divmod", "qr", "svd", "eigh", "eig", "lu", "lu_factor", "quantize", "depends", "random_split", "call"] {
+        for op in [
+            "split",
+            "split_at_indices",
+            "divmod",
+            "qr",
+            "svd",
+            "eigh",
+            "eig",
+            "lu",
+            "lu_factor",
+            "quantize",
+            "depends",
+            "random_split",
+            "call",
+        ] {
             want.insert(format!("op {op}"));
         }
         let missing: Vec<&String> = want.difference(&seen).collect();
-        assert!(missing.is_empty(), "5000 seeded programs never made: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "5000 seeded programs never made: {missing:?}"
+        );
     }
 
     #[test]

@@ -36,7 +36,10 @@ pub struct Ty {
 
 impl Ty {
     pub fn f32(shape: &[i32]) -> Ty {
-        Ty { dtype: Dtype::F32, shape: shape.to_vec() }
+        Ty {
+            dtype: Dtype::F32,
+            shape: shape.to_vec(),
+        }
     }
 
     pub fn size(&self) -> i64 {
@@ -103,7 +106,14 @@ pub enum Linalg {
     LuFactor,
 }
 
-pub const LINALG: [Linalg; 6] = [Linalg::Qr, Linalg::Svd, Linalg::Eigh, Linalg::Eig, Linalg::Lu, Linalg::LuFactor];
+pub const LINALG: [Linalg; 6] = [
+    Linalg::Qr,
+    Linalg::Svd,
+    Linalg::Eigh,
+    Linalg::Eig,
+    Linalg::Lu,
+    Linalg::LuFactor,
+];
 
 /// `quantize`'s fixed parameters: 4 bits in groups of 32.
 pub const QUANT_GROUP: i32 = 32;
@@ -113,26 +123,56 @@ pub const QUANT_BITS: i32 = 4;
 pub enum Op {
     // ---- single output ----
     /// `random::normal(shape, float32, 0, 1, random::key(seed))`.
-    Normal { shape: Vec<i32>, seed: u32 },
+    Normal {
+        shape: Vec<i32>,
+        seed: u32,
+    },
     Unary(Unary, Ref),
     /// Element-wise, with broadcasting.
     Binary(Binary, Ref, Ref),
     Matmul(Ref, Ref),
     Reshape(Ref, Vec<i32>),
-    Slice { a: Ref, start: Vec<i32>, stop: Vec<i32> },
-    Concat { parts: Vec<Ref>, axis: i32 },
-    Reduce { how: Reduce, a: Ref, axis: i32 },
+    Slice {
+        a: Ref,
+        start: Vec<i32>,
+        stop: Vec<i32>,
+    },
+    Concat {
+        parts: Vec<Ref>,
+        axis: i32,
+    },
+    Reduce {
+        how: Reduce,
+        a: Ref,
+        axis: i32,
+    },
     // ---- multi-output: the result is a group ----
-    Split { a: Ref, parts: i32, axis: i32 },
-    SplitAt { a: Ref, indices: Vec<i32>, axis: i32 },
+    Split {
+        a: Ref,
+        parts: i32,
+        axis: i32,
+    },
+    SplitAt {
+        a: Ref,
+        indices: Vec<i32>,
+        axis: i32,
+    },
     Divmod(Ref, Ref),
     Linalg(Linalg, Ref),
     Quantize(Ref),
-    Depends { inputs: Vec<Ref>, deps: Vec<Ref> },
+    Depends {
+        inputs: Vec<Ref>,
+        deps: Vec<Ref>,
+    },
     /// `random::split(random::key(seed))`: two keys.
-    KeySplit { seed: u32 },
+    KeySplit {
+        seed: u32,
+    },
     /// A call of a defined function: its results, as a group.
-    Call { f: FnId, args: Vec<Ref> },
+    Call {
+        f: FnId,
+        args: Vec<Ref>,
+    },
 }
 
 impl Op {
@@ -140,7 +180,14 @@ impl Op {
     pub fn is_group(&self) -> bool {
         matches!(
             self,
-            Op::Split { .. } | Op::SplitAt { .. } | Op::Divmod(..) | Op::Linalg(..) | Op::Quantize(_) | Op::Depends { .. } | Op::KeySplit { .. } | Op::Call { .. }
+            Op::Split { .. }
+                | Op::SplitAt { .. }
+                | Op::Divmod(..)
+                | Op::Linalg(..)
+                | Op::Quantize(_)
+                | Op::Depends { .. }
+                | Op::KeySplit { .. }
+                | Op::Call { .. }
         )
     }
 
@@ -148,7 +195,14 @@ impl Op {
     pub fn refs(&self) -> Vec<Ref> {
         match self {
             Op::Normal { .. } | Op::KeySplit { .. } => vec![],
-            Op::Unary(_, a) | Op::Reshape(a, _) | Op::Slice { a, .. } | Op::Reduce { a, .. } | Op::Split { a, .. } | Op::SplitAt { a, .. } | Op::Linalg(_, a) | Op::Quantize(a) => vec![*a],
+            Op::Unary(_, a)
+            | Op::Reshape(a, _)
+            | Op::Slice { a, .. }
+            | Op::Reduce { a, .. }
+            | Op::Split { a, .. }
+            | Op::SplitAt { a, .. }
+            | Op::Linalg(_, a)
+            | Op::Quantize(a) => vec![*a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Divmod(a, b) => vec![*a, *b],
             Op::Concat { parts, .. } => parts.clone(),
             Op::Depends { inputs, deps } => inputs.iter().chain(deps).copied().collect(),
@@ -159,7 +213,14 @@ impl Op {
     pub fn refs_mut(&mut self) -> Vec<&mut Ref> {
         match self {
             Op::Normal { .. } | Op::KeySplit { .. } => vec![],
-            Op::Unary(_, a) | Op::Reshape(a, _) | Op::Slice { a, .. } | Op::Reduce { a, .. } | Op::Split { a, .. } | Op::SplitAt { a, .. } | Op::Linalg(_, a) | Op::Quantize(a) => vec![a],
+            Op::Unary(_, a)
+            | Op::Reshape(a, _)
+            | Op::Slice { a, .. }
+            | Op::Reduce { a, .. }
+            | Op::Split { a, .. }
+            | Op::SplitAt { a, .. }
+            | Op::Linalg(_, a)
+            | Op::Quantize(a) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Divmod(a, b) => vec![a, b],
             Op::Concat { parts, .. } => parts.iter_mut().collect(),
             Op::Depends { inputs, deps } => inputs.iter_mut().chain(deps.iter_mut()).collect(),
@@ -192,8 +253,12 @@ impl Op {
             Op::Reshape(..) => "reshape",
             Op::Slice { .. } => "slice",
             Op::Concat { .. } => "concatenate",
-            Op::Reduce { how: Reduce::Sum, .. } => "sum",
-            Op::Reduce { how: Reduce::Mean, .. } => "mean",
+            Op::Reduce {
+                how: Reduce::Sum, ..
+            } => "sum",
+            Op::Reduce {
+                how: Reduce::Mean, ..
+            } => "mean",
             Op::Split { .. } => "split",
             Op::SplitAt { .. } => "split_at_indices",
             Op::Divmod(..) => "divmod",
@@ -218,17 +283,35 @@ impl Op {
 pub enum FnDef {
     /// Parameters, the values it captures (by value, when it is defined),
     /// a body of `Let`s, and its results.
-    Closure { params: Vec<(Var, Ty)>, captures: Vec<Var>, body: Vec<Stmt>, results: Vec<Ref> },
-    Compile { f: FnId, shapeless: bool },
-    Checkpoint { f: FnId },
+    Closure {
+        params: Vec<(Var, Ty)>,
+        captures: Vec<Var>,
+        body: Vec<Stmt>,
+        results: Vec<Ref>,
+    },
+    Compile {
+        f: FnId,
+        shapeless: bool,
+    },
+    Checkpoint {
+        f: FnId,
+    },
     /// `custom_vjp(f, vjp)` with the fixed rule `vjp_i = primal_i * sum(cotangent_0)`.
-    CustomVjp { f: FnId },
+    CustomVjp {
+        f: FnId,
+    },
     /// `(primals..., cotangents...) -> (outputs..., vjps...)`.
-    Vjp { f: FnId },
+    Vjp {
+        f: FnId,
+    },
     /// `(primals..., tangents...) -> (outputs..., jvps...)`.
-    Jvp { f: FnId },
+    Jvp {
+        f: FnId,
+    },
     /// Mapped over a new leading axis of size [`VMAP_SIZE`] on every input and output.
-    Vmap { f: FnId },
+    Vmap {
+        f: FnId,
+    },
 }
 
 pub const VMAP_SIZE: i32 = 2;
@@ -238,15 +321,24 @@ impl FnDef {
     pub fn inner(&self) -> Option<FnId> {
         match self {
             FnDef::Closure { .. } => None,
-            FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::CustomVjp { f } | FnDef::Vjp { f } | FnDef::Jvp { f } | FnDef::Vmap { f } => Some(*f),
+            FnDef::Compile { f, .. }
+            | FnDef::Checkpoint { f }
+            | FnDef::CustomVjp { f }
+            | FnDef::Vjp { f }
+            | FnDef::Jvp { f }
+            | FnDef::Vmap { f } => Some(*f),
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             FnDef::Closure { .. } => "closure",
-            FnDef::Compile { shapeless: false, .. } => "compile",
-            FnDef::Compile { shapeless: true, .. } => "compile(shapeless)",
+            FnDef::Compile {
+                shapeless: false, ..
+            } => "compile",
+            FnDef::Compile {
+                shapeless: true, ..
+            } => "compile(shapeless)",
             FnDef::Checkpoint { .. } => "checkpoint",
             FnDef::CustomVjp { .. } => "custom_vjp",
             FnDef::Vjp { .. } => "vjp",
@@ -269,17 +361,33 @@ pub enum How {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Stmt {
-    Let { out: Var, op: Op },
-    Def { id: FnId, def: FnDef },
-    Eval { refs: Vec<Ref>, asynchronous: bool },
+    Let {
+        out: Var,
+        op: Op,
+    },
+    Def {
+        id: FnId,
+        def: FnDef,
+    },
+    Eval {
+        refs: Vec<Ref>,
+        asynchronous: bool,
+    },
     Synchronize,
     /// The value's destructor (the end of its scope).
     Drop(Var),
     /// The function's last handle goes: a compiled one erases its cache entry.
     DropFn(FnId),
-    Assign { dst: Ref, src: Ref, how: How },
+    Assign {
+        dst: Ref,
+        src: Ref,
+        how: How,
+    },
     /// `group.erase(group.begin() + index)`.
-    Erase { group: Var, index: u32 },
+    Erase {
+        group: Var,
+        index: u32,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -294,7 +402,10 @@ impl Program {
             stmts
                 .iter()
                 .map(|s| match s {
-                    Stmt::Def { def: FnDef::Closure { body, .. }, .. } => 1 + count(body),
+                    Stmt::Def {
+                        def: FnDef::Closure { body, .. },
+                        ..
+                    } => 1 + count(body),
                     _ => 1,
                 })
                 .sum()
@@ -358,8 +469,16 @@ pub fn broadcast(a: &[i32], b: &[i32]) -> Option<Vec<i32>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -372,7 +491,9 @@ pub fn broadcast(a: &[i32], b: &[i32]) -> Option<Vec<i32>> {
 }
 
 fn axis_of(axis: i32, rank: usize) -> CheckResult<usize> {
-    ensure(axis >= 0 && (axis as usize) < rank, || format!("axis {axis} of a rank-{rank} array"))?;
+    ensure(axis >= 0 && (axis as usize) < rank, || {
+        format!("axis {axis} of a rank-{rank} array")
+    })?;
     Ok(axis as usize)
 }
 
@@ -394,7 +515,9 @@ impl Scope {
 
     fn f32(&self, r: Ref) -> CheckResult<&Ty> {
         let t = self.ty(r)?;
-        ensure(t.is_f32(), || format!("{r:?} is {:?}, not float32", t.dtype))?;
+        ensure(t.is_f32(), || {
+            format!("{r:?} is {:?}, not float32", t.dtype)
+        })?;
         Ok(t)
     }
 
@@ -439,7 +562,8 @@ impl Scope {
             }
             Op::Binary(_, a, b) | Op::Divmod(a, b) => {
                 let (ta, tb) = (self.f32(*a)?, self.f32(*b)?);
-                let s = broadcast(&ta.shape, &tb.shape).ok_or_else(|| format!("{:?} and {:?} do not broadcast", ta.shape, tb.shape))?;
+                let s = broadcast(&ta.shape, &tb.shape)
+                    .ok_or_else(|| format!("{:?} and {:?} do not broadcast", ta.shape, tb.shape))?;
                 if matches!(op, Op::Divmod(..)) {
                     Group(vec![Ty::f32(&s), Ty::f32(&s)])
                 } else {
@@ -448,20 +572,32 @@ impl Scope {
             }
             Op::Matmul(a, b) => {
                 let (ta, tb) = (self.f32(*a)?, self.f32(*b)?);
-                ensure(ta.shape.len() == 2 && tb.shape.len() == 2 && ta.shape[1] == tb.shape[0], || format!("matmul of {:?} and {:?}", ta.shape, tb.shape))?;
+                ensure(
+                    ta.shape.len() == 2 && tb.shape.len() == 2 && ta.shape[1] == tb.shape[0],
+                    || format!("matmul of {:?} and {:?}", ta.shape, tb.shape),
+                )?;
                 One(Ty::f32(&[ta.shape[0], tb.shape[1]]))
             }
             Op::Reshape(a, shape) => {
                 let t = self.f32(*a)?;
-                ensure(shape.iter().all(|&d| d > 0) && Ty::f32(shape).size() == t.size(), || format!("reshape {:?} to {shape:?}", t.shape))?;
+                ensure(
+                    shape.iter().all(|&d| d > 0) && Ty::f32(shape).size() == t.size(),
+                    || format!("reshape {:?} to {shape:?}", t.shape),
+                )?;
                 One(Ty::f32(shape))
             }
             Op::Slice { a, start, stop } => {
                 let t = self.f32(*a)?;
-                ensure(start.len() == t.shape.len() && stop.len() == t.shape.len(), || "slice rank".into())?;
+                ensure(
+                    start.len() == t.shape.len() && stop.len() == t.shape.len(),
+                    || "slice rank".into(),
+                )?;
                 let mut shape = Vec::new();
                 for i in 0..t.shape.len() {
-                    ensure(0 <= start[i] && start[i] < stop[i] && stop[i] <= t.shape[i], || format!("slice {start:?}..{stop:?} of {:?}", t.shape))?;
+                    ensure(
+                        0 <= start[i] && start[i] < stop[i] && stop[i] <= t.shape[i],
+                        || format!("slice {start:?}..{stop:?} of {:?}", t.shape),
+                    )?;
                     shape.push(stop[i] - start[i]);
                 }
                 One(Ty::f32(&shape))
@@ -473,7 +609,11 @@ impl Scope {
                 let mut shape = first.shape.clone();
                 for p in &parts[1..] {
                     let t = self.f32(*p)?;
-                    ensure(t.shape.len() == shape.len() && (0..shape.len()).all(|i| i == ax || t.shape[i] == shape[i]), || format!("concatenate {:?} with {:?}", first.shape, t.shape))?;
+                    ensure(
+                        t.shape.len() == shape.len()
+                            && (0..shape.len()).all(|i| i == ax || t.shape[i] == shape[i]),
+                        || format!("concatenate {:?} with {:?}", first.shape, t.shape),
+                    )?;
                     shape[ax] += t.shape[ax];
                 }
                 One(Ty::f32(&shape))
@@ -488,7 +628,9 @@ impl Scope {
             Op::Split { a, parts, axis } => {
                 let t = self.f32(*a)?;
                 let ax = axis_of(*axis, t.shape.len())?;
-                ensure(*parts > 0 && t.shape[ax] % parts == 0, || format!("split {:?} in {parts} along {axis}", t.shape))?;
+                ensure(*parts > 0 && t.shape[ax] % parts == 0, || {
+                    format!("split {:?} in {parts} along {axis}", t.shape)
+                })?;
                 let mut shape = t.shape.clone();
                 shape[ax] /= parts;
                 Group(vec![Ty::f32(&shape); *parts as usize])
@@ -499,7 +641,9 @@ impl Scope {
                 let mut last = 0;
                 let mut out = Vec::new();
                 for &i in indices.iter().chain(std::iter::once(&t.shape[ax])) {
-                    ensure(i > last && i <= t.shape[ax], || format!("split {:?} at {indices:?}", t.shape))?;
+                    ensure(i > last && i <= t.shape[ax], || {
+                        format!("split {:?} at {indices:?}", t.shape)
+                    })?;
                     let mut shape = t.shape.clone();
                     shape[ax] = i - last;
                     out.push(Ty::f32(&shape));
@@ -509,11 +653,19 @@ impl Scope {
             }
             Op::Linalg(l, a) => {
                 let t = self.f32(*a)?;
-                ensure(t.shape.len() == 2 && t.shape[0] == t.shape[1], || format!("{} of {:?}", op.name(), t.shape))?;
+                ensure(t.shape.len() == 2 && t.shape[0] == t.shape[1], || {
+                    format!("{} of {:?}", op.name(), t.shape)
+                })?;
                 let n = t.shape[0];
                 let (m, v) = (Ty::f32(&[n, n]), Ty::f32(&[n]));
-                let c = |s: &[i32]| Ty { dtype: Dtype::C64, shape: s.to_vec() };
-                let u = Ty { dtype: Dtype::U32, shape: vec![n] };
+                let c = |s: &[i32]| Ty {
+                    dtype: Dtype::C64,
+                    shape: s.to_vec(),
+                };
+                let u = Ty {
+                    dtype: Dtype::U32,
+                    shape: vec![n],
+                };
                 Group(match l {
                     Linalg::Qr => vec![m.clone(), m],
                     Linalg::Svd => vec![m.clone(), v, m],
@@ -525,23 +677,50 @@ impl Scope {
             }
             Op::Quantize(a) => {
                 let t = self.f32(*a)?;
-                ensure(t.shape.len() == 2 && t.shape[1] % QUANT_GROUP == 0, || format!("quantize of {:?}", t.shape))?;
+                ensure(t.shape.len() == 2 && t.shape[1] % QUANT_GROUP == 0, || {
+                    format!("quantize of {:?}", t.shape)
+                })?;
                 let (r, c) = (t.shape[0], t.shape[1]);
-                let packed = Ty { dtype: Dtype::U32, shape: vec![r, c * QUANT_BITS / 32] };
+                let packed = Ty {
+                    dtype: Dtype::U32,
+                    shape: vec![r, c * QUANT_BITS / 32],
+                };
                 let g = Ty::f32(&[r, c / QUANT_GROUP]);
                 Group(vec![packed, g.clone(), g])
             }
             Op::Depends { inputs, deps } => {
-                ensure(!inputs.is_empty() && !deps.is_empty(), || "depends needs inputs and dependencies".into())?;
+                ensure(!inputs.is_empty() && !deps.is_empty(), || {
+                    "depends needs inputs and dependencies".into()
+                })?;
                 for d in deps {
                     self.ty(*d)?;
                 }
-                Group(inputs.iter().map(|i| self.ty(*i).cloned()).collect::<CheckResult<_>>()?)
+                Group(
+                    inputs
+                        .iter()
+                        .map(|i| self.ty(*i).cloned())
+                        .collect::<CheckResult<_>>()?,
+                )
             }
-            Op::KeySplit { .. } => Group(vec![Ty { dtype: Dtype::U32, shape: vec![2] }; 2]),
+            Op::KeySplit { .. } => Group(vec![
+                Ty {
+                    dtype: Dtype::U32,
+                    shape: vec![2]
+                };
+                2
+            ]),
             Op::Call { f, args } => {
-                let sig = self.fns.get(f).ok_or_else(|| format!("{f:?} is not defined here"))?;
-                ensure(sig.params.len() == args.len(), || format!("{f:?} takes {} arguments, given {}", sig.params.len(), args.len()))?;
+                let sig = self
+                    .fns
+                    .get(f)
+                    .ok_or_else(|| format!("{f:?} is not defined here"))?;
+                ensure(sig.params.len() == args.len(), || {
+                    format!(
+                        "{f:?} takes {} arguments, given {}",
+                        sig.params.len(),
+                        args.len()
+                    )
+                })?;
                 for (p, a) in sig.params.iter().zip(args) {
                     let t = self.ty(*a)?;
                     ensure(t == p, || format!("{f:?} takes {p:?}, given {t:?}"))?;
@@ -553,13 +732,29 @@ impl Scope {
 
     /// The signature of `def` here.
     pub fn def_type(&self, def: &FnDef) -> CheckResult<Sig> {
-        let inner = |f: &FnId| self.fns.get(f).cloned().ok_or_else(|| format!("{f:?} is not defined here"));
+        let inner = |f: &FnId| {
+            self.fns
+                .get(f)
+                .cloned()
+                .ok_or_else(|| format!("{f:?} is not defined here"))
+        };
         let all_f32 = |tys: &[Ty]| tys.iter().all(Ty::is_f32);
         Ok(match def {
-            FnDef::Closure { params, captures, body, results } => {
-                let mut inside = Scope { vals: BTreeMap::new(), fns: self.fns.clone() };
+            FnDef::Closure {
+                params,
+                captures,
+                body,
+                results,
+            } => {
+                let mut inside = Scope {
+                    vals: BTreeMap::new(),
+                    fns: self.fns.clone(),
+                };
                 for c in captures {
-                    let v = self.vals.get(c).ok_or_else(|| format!("captured {c:?} is not in scope"))?;
+                    let v = self
+                        .vals
+                        .get(c)
+                        .ok_or_else(|| format!("captured {c:?} is not in scope"))?;
                     let live = match v {
                         Val::One(t) => t.is_some(),
                         Val::Group(g) => g.iter().all(Option::is_some),
@@ -568,36 +763,70 @@ impl Scope {
                     inside.vals.insert(*c, v.clone());
                 }
                 for (p, t) in params {
-                    ensure(inside.vals.insert(*p, Val::One(Some(t.clone()))).is_none(), || format!("{p:?} named twice"))?;
+                    ensure(
+                        inside.vals.insert(*p, Val::One(Some(t.clone()))).is_none(),
+                        || format!("{p:?} named twice"),
+                    )?;
                 }
                 for s in body {
-                    let Stmt::Let { .. } = s else { return Err("a closure body holds only Lets".into()) };
+                    let Stmt::Let { .. } = s else {
+                        return Err("a closure body holds only Lets".into());
+                    };
                     inside.stmt(s)?;
                 }
-                ensure(!results.is_empty(), || "a closure returns at least one array".into())?;
-                Sig { params: params.iter().map(|(_, t)| t.clone()).collect(), results: results.iter().map(|r| inside.ty(*r).cloned()).collect::<CheckResult<_>>()? }
+                ensure(!results.is_empty(), || {
+                    "a closure returns at least one array".into()
+                })?;
+                Sig {
+                    params: params.iter().map(|(_, t)| t.clone()).collect(),
+                    results: results
+                        .iter()
+                        .map(|r| inside.ty(*r).cloned())
+                        .collect::<CheckResult<_>>()?,
+                }
             }
             FnDef::Compile { f, .. } | FnDef::Checkpoint { f } => inner(f)?,
             FnDef::CustomVjp { f } => {
                 let s = inner(f)?;
-                ensure(all_f32(&s.params) && s.results.first().is_some_and(Ty::is_f32), || "custom_vjp needs float inputs and a float first output".into())?;
+                ensure(
+                    all_f32(&s.params) && s.results.first().is_some_and(Ty::is_f32),
+                    || "custom_vjp needs float inputs and a float first output".into(),
+                )?;
                 s
             }
             FnDef::Vjp { f } => {
                 let s = inner(f)?;
-                ensure(all_f32(&s.params) && all_f32(&s.results), || "vjp of a function with non-float inputs or outputs".into())?;
-                Sig { params: [s.params.clone(), s.results.clone()].concat(), results: [s.results, s.params].concat() }
+                ensure(all_f32(&s.params) && all_f32(&s.results), || {
+                    "vjp of a function with non-float inputs or outputs".into()
+                })?;
+                Sig {
+                    params: [s.params.clone(), s.results.clone()].concat(),
+                    results: [s.results, s.params].concat(),
+                }
             }
             FnDef::Jvp { f } => {
                 let s = inner(f)?;
-                ensure(all_f32(&s.params) && all_f32(&s.results), || "jvp of a function with non-float inputs or outputs".into())?;
-                Sig { params: [s.params.clone(), s.params].concat(), results: [s.results.clone(), s.results].concat() }
+                ensure(all_f32(&s.params) && all_f32(&s.results), || {
+                    "jvp of a function with non-float inputs or outputs".into()
+                })?;
+                Sig {
+                    params: [s.params.clone(), s.params].concat(),
+                    results: [s.results.clone(), s.results].concat(),
+                }
             }
             FnDef::Vmap { f } => {
                 let s = inner(f)?;
-                ensure(!s.params.is_empty(), || "vmap of a function without inputs".into())?;
-                let batched = |t: &Ty| Ty { dtype: t.dtype, shape: [&[VMAP_SIZE][..], &t.shape].concat() };
-                Sig { params: s.params.iter().map(batched).collect(), results: s.results.iter().map(batched).collect() }
+                ensure(!s.params.is_empty(), || {
+                    "vmap of a function without inputs".into()
+                })?;
+                let batched = |t: &Ty| Ty {
+                    dtype: t.dtype,
+                    shape: [&[VMAP_SIZE][..], &t.shape].concat(),
+                };
+                Sig {
+                    params: s.params.iter().map(batched).collect(),
+                    results: s.results.iter().map(batched).collect(),
+                }
             }
         })
     }
@@ -606,7 +835,9 @@ impl Scope {
     pub fn stmt(&mut self, s: &Stmt) -> CheckResult<()> {
         match s {
             Stmt::Let { out, op } => {
-                ensure(!self.vals.contains_key(out), || format!("{out:?} named twice"))?;
+                ensure(!self.vals.contains_key(out), || {
+                    format!("{out:?} named twice")
+                })?;
                 let v = match self.op_type(op)? {
                     Out::One(t) => Val::One(Some(t)),
                     Out::Group(g) => Val::Group(g.into_iter().map(Some).collect()),
@@ -614,7 +845,9 @@ impl Scope {
                 self.vals.insert(*out, v);
             }
             Stmt::Def { id, def } => {
-                ensure(!self.fns.contains_key(id), || format!("{id:?} defined twice"))?;
+                ensure(!self.fns.contains_key(id), || {
+                    format!("{id:?} defined twice")
+                })?;
                 let sig = self.def_type(def)?;
                 self.fns.insert(*id, sig);
             }
@@ -626,14 +859,20 @@ impl Scope {
             }
             Stmt::Synchronize => {}
             Stmt::Drop(v) => {
-                self.vals.remove(v).ok_or_else(|| format!("drop of {v:?}, not in scope"))?;
+                self.vals
+                    .remove(v)
+                    .ok_or_else(|| format!("drop of {v:?}, not in scope"))?;
             }
             Stmt::DropFn(f) => {
-                self.fns.remove(f).ok_or_else(|| format!("drop of {f:?}, not defined"))?;
+                self.fns
+                    .remove(f)
+                    .ok_or_else(|| format!("drop of {f:?}, not defined"))?;
             }
             Stmt::Assign { dst, src, how } => {
                 let t = self.ty(*src)?.clone();
-                ensure(self.slot_exists(*dst), || format!("assignment to {dst:?}, which is not a slot here"))?;
+                ensure(self.slot_exists(*dst), || {
+                    format!("assignment to {dst:?}, which is not a slot here")
+                })?;
                 match how {
                     How::Copy => self.set_slot(*dst, Some(t)),
                     How::Move => {

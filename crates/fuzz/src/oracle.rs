@@ -26,6 +26,10 @@ pub struct Outcome {
     /// The largest relative difference compiled against eager (for the
     /// tolerance's measurement).
     pub max_rel_diff: f64,
+    /// The first evaluated value whose data (offset plus `data_size`
+    /// elements) runs past its buffer, in either run.
+    #[serde(default)]
+    pub overrun: Option<String>,
 }
 
 /// Compiled against eager: `|a - b| <= ABS + REL * |b|`. Fusion reorders
@@ -45,7 +49,10 @@ pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
 
 /// Why `error` is allowed, if it is a documented not-implemented case.
 pub fn not_implemented(error: &str) -> Option<&'static str> {
-    NOT_IMPLEMENTED.iter().find(|(m, _)| error.contains(m)).map(|(_, why)| *why)
+    NOT_IMPLEMENTED
+        .iter()
+        .find(|(m, _)| error.contains(m))
+        .map(|(_, why)| *why)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -62,10 +69,21 @@ pub enum Kind {
     VariantsDiffer,
     /// No answer within the time limit.
     Hang,
+    /// An evaluated array claims more data than its buffer holds: ops
+    /// read and write past it, which only a sanitizer build would report.
+    Overrun,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::Leak, Kind::Crash, Kind::TransformError, Kind::Mismatch, Kind::VariantsDiffer, Kind::Hang];
+    pub const ALL: [Kind; 7] = [
+        Kind::Leak,
+        Kind::Crash,
+        Kind::TransformError,
+        Kind::Mismatch,
+        Kind::VariantsDiffer,
+        Kind::Hang,
+        Kind::Overrun,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -75,6 +93,7 @@ impl Kind {
             Kind::Mismatch => "mismatch",
             Kind::VariantsDiffer => "variants-differ",
             Kind::Hang => "hang",
+            Kind::Overrun => "overrun",
         }
     }
 }
@@ -92,15 +111,34 @@ pub struct Finding {
 /// documented not-implemented error.
 pub fn judge(o: &Outcome) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Memory safety does not depend on whether the program was valid.
+    if o.overrun.is_some() {
+        out.push(Finding {
+            kind: Kind::Overrun,
+            detail: o.overrun.clone().unwrap_or_default(),
+        });
+    }
     match (&o.error, &o.eager_error) {
-        (Some(e), None) if not_implemented(e).is_none() => out.push(Finding { kind: Kind::TransformError, detail: first_line(e) }),
+        (Some(e), None) if not_implemented(e).is_none() => out.push(Finding {
+            kind: Kind::TransformError,
+            detail: first_line(e),
+        }),
         (None, _) => {
             if o.leaked_bytes != 0 || o.leaked_descriptors.unwrap_or(0) != 0 {
-                let descs = o.leaked_descriptors.map(|d| format!(", {d} descriptors")).unwrap_or_default();
-                out.push(Finding { kind: Kind::Leak, detail: format!("{} bytes{descs}", o.leaked_bytes) });
+                let descs = o
+                    .leaked_descriptors
+                    .map(|d| format!(", {d} descriptors"))
+                    .unwrap_or_default();
+                out.push(Finding {
+                    kind: Kind::Leak,
+                    detail: format!("{} bytes{descs}", o.leaked_bytes),
+                });
             }
             if let Some(m) = &o.mismatch {
-                out.push(Finding { kind: Kind::Mismatch, detail: m.clone() });
+                out.push(Finding {
+                    kind: Kind::Mismatch,
+                    detail: m.clone(),
+                });
             }
         }
         _ => {}
@@ -114,7 +152,11 @@ pub fn judge(o: &Outcome) -> Vec<Finding> {
 pub fn same_failure(want: &Finding, f: &Finding) -> bool {
     // A memory error shows as a double free, an invalid pointer or a
     // segfault depending on the heap's layout: a crash is a crash.
-    want.kind == f.kind && (matches!(want.kind, Kind::Leak | Kind::Mismatch | Kind::Hang | Kind::Crash) || want.detail == f.detail)
+    want.kind == f.kind
+        && (matches!(
+            want.kind,
+            Kind::Leak | Kind::Mismatch | Kind::Hang | Kind::Crash | Kind::Overrun
+        ) || want.detail == f.detail)
 }
 
 pub fn first_line(s: &str) -> String {
@@ -123,7 +165,9 @@ pub fn first_line(s: &str) -> String {
 
 /// FNV-1a, the digest of evaluated bits.
 pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    bytes
+        .iter()
+        .fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
 }
 
 pub const FNV_START: u64 = 0xcbf29ce484222325;
@@ -134,21 +178,54 @@ mod tests {
 
     #[test]
     fn a_documented_not_implemented_error_is_not_a_finding_and_another_is() {
-        let mut o = Outcome { error: Some("[Eig::vjp] not implemented".into()), ..Default::default() };
+        let mut o = Outcome {
+            error: Some("[Eig::vjp] not implemented".into()),
+            ..Default::default()
+        };
         assert!(judge(&o).is_empty());
         o.error = Some("[compile] Internal error: some output is not in the tape".into());
-        assert_eq!(judge(&o), vec![Finding { kind: Kind::TransformError, detail: "[compile] Internal error: some output is not in the tape".into() }]);
+        assert_eq!(
+            judge(&o),
+            vec![Finding {
+                kind: Kind::TransformError,
+                detail: "[compile] Internal error: some output is not in the tape".into()
+            }]
+        );
         // Both forms rejecting it: the program broke MLX's rules, not a bug.
         o.eager_error = Some("shapes".into());
         assert!(judge(&o).is_empty());
     }
 
     #[test]
+    fn an_overrun_is_a_finding_even_where_both_runs_failed() {
+        let o = Outcome {
+            error: Some("x".into()),
+            eager_error: Some("x".into()),
+            overrun: Some("value 0: ...".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            judge(&o).iter().map(|f| f.kind).collect::<Vec<_>>(),
+            vec![Kind::Overrun]
+        );
+    }
+
+    #[test]
     fn any_retained_byte_or_descriptor_is_a_leak() {
-        let o = Outcome { leaked_bytes: 64, ..Default::default() };
+        let o = Outcome {
+            leaked_bytes: 64,
+            ..Default::default()
+        };
         assert_eq!(judge(&o)[0].kind, Kind::Leak);
-        let o = Outcome { leaked_descriptors: Some(3), ..Default::default() };
+        let o = Outcome {
+            leaked_descriptors: Some(3),
+            ..Default::default()
+        };
         assert_eq!(judge(&o)[0].kind, Kind::Leak);
-        assert!(judge(&Outcome { leaked_descriptors: Some(0), ..Default::default() }).is_empty());
+        assert!(judge(&Outcome {
+            leaked_descriptors: Some(0),
+            ..Default::default()
+        })
+        .is_empty());
     }
 }

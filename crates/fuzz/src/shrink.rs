@@ -59,48 +59,137 @@ pub fn candidates(p: &Program) -> Vec<Program> {
     for i in 0..n {
         match &p.stmts[i] {
             Stmt::Def { id, def } => {
-                if let FnDef::Closure { params, captures, body, results } = def {
+                if let FnDef::Closure {
+                    params,
+                    captures,
+                    body,
+                    results,
+                } = def
+                {
                     for j in (0..body.len()).rev() {
                         let mut b = body.clone();
                         b.remove(j);
-                        out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Closure { params: params.clone(), captures: captures.clone(), body: b, results: results.clone() } }));
+                        out.push(with_stmt(
+                            p,
+                            i,
+                            Stmt::Def {
+                                id: *id,
+                                def: FnDef::Closure {
+                                    params: params.clone(),
+                                    captures: captures.clone(),
+                                    body: b,
+                                    results: results.clone(),
+                                },
+                            },
+                        ));
                     }
                     for j in 0..results.len() {
                         if results.len() > 1 {
                             let mut r = results.clone();
                             r.remove(j);
-                            out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Closure { params: params.clone(), captures: captures.clone(), body: body.clone(), results: r } }));
+                            out.push(with_stmt(
+                                p,
+                                i,
+                                Stmt::Def {
+                                    id: *id,
+                                    def: FnDef::Closure {
+                                        params: params.clone(),
+                                        captures: captures.clone(),
+                                        body: body.clone(),
+                                        results: r,
+                                    },
+                                },
+                            ));
                         }
                     }
                     for j in 0..captures.len() {
                         let mut c = captures.clone();
                         c.remove(j);
-                        out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Closure { params: params.clone(), captures: c, body: body.clone(), results: results.clone() } }));
+                        out.push(with_stmt(
+                            p,
+                            i,
+                            Stmt::Def {
+                                id: *id,
+                                def: FnDef::Closure {
+                                    params: params.clone(),
+                                    captures: c,
+                                    body: body.clone(),
+                                    results: results.clone(),
+                                },
+                            },
+                        ));
                     }
                 }
                 // A transform with its inner function's signature: call the inner one.
-                if let FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::CustomVjp { f } = def {
+                if let FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::CustomVjp { f } =
+                    def
+                {
                     out.push(redirect(p, *id, *f));
                 }
                 if let FnDef::Compile { f, shapeless: true } = def {
-                    out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Compile { f: *f, shapeless: false } }));
+                    out.push(with_stmt(
+                        p,
+                        i,
+                        Stmt::Def {
+                            id: *id,
+                            def: FnDef::Compile {
+                                f: *f,
+                                shapeless: false,
+                            },
+                        },
+                    ));
                 }
             }
-            Stmt::Assign { dst, src, how } if *how != How::Copy => out.push(with_stmt(p, i, Stmt::Assign { dst: *dst, src: *src, how: How::Copy })),
+            Stmt::Assign { dst, src, how } if *how != How::Copy => out.push(with_stmt(
+                p,
+                i,
+                Stmt::Assign {
+                    dst: *dst,
+                    src: *src,
+                    how: How::Copy,
+                },
+            )),
             Stmt::Eval { refs, asynchronous } => {
                 if *asynchronous {
-                    out.push(with_stmt(p, i, Stmt::Eval { refs: refs.clone(), asynchronous: false }));
+                    out.push(with_stmt(
+                        p,
+                        i,
+                        Stmt::Eval {
+                            refs: refs.clone(),
+                            asynchronous: false,
+                        },
+                    ));
                 }
                 for j in 0..refs.len() {
                     if refs.len() > 1 {
                         let mut r = refs.clone();
                         r.remove(j);
-                        out.push(with_stmt(p, i, Stmt::Eval { refs: r, asynchronous: *asynchronous }));
+                        out.push(with_stmt(
+                            p,
+                            i,
+                            Stmt::Eval {
+                                refs: r,
+                                asynchronous: *asynchronous,
+                            },
+                        ));
                     }
                 }
             }
-            Stmt::Let { out: v, op: Op::Normal { shape, seed } } if *seed != 0 => {
-                out.push(with_stmt(p, i, Stmt::Let { out: *v, op: Op::Normal { shape: shape.clone(), seed: 0 } }));
+            Stmt::Let {
+                out: v,
+                op: Op::Normal { shape, seed },
+            } if *seed != 0 => {
+                out.push(with_stmt(
+                    p,
+                    i,
+                    Stmt::Let {
+                        out: *v,
+                        op: Op::Normal {
+                            shape: shape.clone(),
+                            seed: 0,
+                        },
+                    },
+                ));
             }
             _ => {}
         }
@@ -124,7 +213,12 @@ fn substitutions(p: &Program, i: usize) -> Vec<Program> {
         for (v, val) in &scope.vals {
             match val {
                 Val::One(Some(u)) if u == t => alts.push(Ref::Var(*v)),
-                Val::Group(g) => alts.extend(g.iter().enumerate().filter(|(_, u)| u.as_ref() == Some(t)).map(|(j, _)| Ref::Elem(*v, j as u32))),
+                Val::Group(g) => alts.extend(
+                    g.iter()
+                        .enumerate()
+                        .filter(|(_, u)| u.as_ref() == Some(t))
+                        .map(|(j, _)| Ref::Elem(*v, j as u32)),
+                ),
                 _ => {}
             }
         }
@@ -147,8 +241,20 @@ fn substitutions(p: &Program, i: usize) -> Vec<Program> {
                 }
             }
         }
-        Stmt::Def { id, def: FnDef::Closure { params, captures, body, results } } => {
-            let mut inner = Scope { vals: Default::default(), fns: scope.fns.clone() };
+        Stmt::Def {
+            id,
+            def:
+                FnDef::Closure {
+                    params,
+                    captures,
+                    body,
+                    results,
+                },
+        } => {
+            let mut inner = Scope {
+                vals: Default::default(),
+                fns: scope.fns.clone(),
+            };
             for c in captures {
                 if let Some(v) = scope.vals.get(c) {
                     inner.vals.insert(*c, v.clone());
@@ -165,7 +271,19 @@ fn substitutions(p: &Program, i: usize) -> Vec<Program> {
                             *op.refs_mut()[k] = alt;
                             let mut b = body.clone();
                             b[j] = Stmt::Let { out: *v, op };
-                            out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Closure { params: params.clone(), captures: captures.clone(), body: b, results: results.clone() } }));
+                            out.push(with_stmt(
+                                p,
+                                i,
+                                Stmt::Def {
+                                    id: *id,
+                                    def: FnDef::Closure {
+                                        params: params.clone(),
+                                        captures: captures.clone(),
+                                        body: b,
+                                        results: results.clone(),
+                                    },
+                                },
+                            ));
                         }
                     }
                 }
@@ -177,7 +295,19 @@ fn substitutions(p: &Program, i: usize) -> Vec<Program> {
                 for alt in alternatives(&inner, *r) {
                     let mut rs = results.clone();
                     rs[k] = alt;
-                    out.push(with_stmt(p, i, Stmt::Def { id: *id, def: FnDef::Closure { params: params.clone(), captures: captures.clone(), body: body.clone(), results: rs } }));
+                    out.push(with_stmt(
+                        p,
+                        i,
+                        Stmt::Def {
+                            id: *id,
+                            def: FnDef::Closure {
+                                params: params.clone(),
+                                captures: captures.clone(),
+                                body: body.clone(),
+                                results: rs,
+                            },
+                        },
+                    ));
                 }
             }
         }
@@ -200,13 +330,33 @@ fn redirect(p: &Program, from: FnId, to: FnId) -> Program {
         Some(match s {
             Stmt::Def { id, .. } if *id == from => return None,
             Stmt::DropFn(f) if *f == from => return None,
-            Stmt::Let { out, op: Op::Call { f, args } } => Stmt::Let { out: *out, op: Op::Call { f: swap(*f), args: args.clone() } },
+            Stmt::Let {
+                out,
+                op: Op::Call { f, args },
+            } => Stmt::Let {
+                out: *out,
+                op: Op::Call {
+                    f: swap(*f),
+                    args: args.clone(),
+                },
+            },
             Stmt::Def { id, def } => {
                 let def = match def {
-                    FnDef::Closure { params, captures, body, results } => {
-                        FnDef::Closure { params: params.clone(), captures: captures.clone(), body: body.iter().filter_map(|s| fix(s, from, to)).collect(), results: results.clone() }
-                    }
-                    FnDef::Compile { f, shapeless } => FnDef::Compile { f: swap(*f), shapeless: *shapeless },
+                    FnDef::Closure {
+                        params,
+                        captures,
+                        body,
+                        results,
+                    } => FnDef::Closure {
+                        params: params.clone(),
+                        captures: captures.clone(),
+                        body: body.iter().filter_map(|s| fix(s, from, to)).collect(),
+                        results: results.clone(),
+                    },
+                    FnDef::Compile { f, shapeless } => FnDef::Compile {
+                        f: swap(*f),
+                        shapeless: *shapeless,
+                    },
                     FnDef::Checkpoint { f } => FnDef::Checkpoint { f: swap(*f) },
                     FnDef::CustomVjp { f } => FnDef::CustomVjp { f: swap(*f) },
                     FnDef::Vjp { f } => FnDef::Vjp { f: swap(*f) },
@@ -218,7 +368,9 @@ fn redirect(p: &Program, from: FnId, to: FnId) -> Program {
             other => other.clone(),
         })
     }
-    Program { stmts: p.stmts.iter().filter_map(|s| fix(s, from, to)).collect() }
+    Program {
+        stmts: p.stmts.iter().filter_map(|s| fix(s, from, to)).collect(),
+    }
 }
 
 /// Names renumbered in order of first appearance: `v0, v1, ...`, `f0, ...`.
@@ -253,37 +405,71 @@ pub fn renumber(p: &Program) -> Program {
                     if let Op::Call { f, .. } = &mut op {
                         *f = self.f(*f);
                     }
-                    Stmt::Let { out: self.var(*out), op }
+                    Stmt::Let {
+                        out: self.var(*out),
+                        op,
+                    }
                 }
                 Stmt::Def { id, def } => {
                     let def = match def {
-                        FnDef::Closure { params, captures, body, results } => {
+                        FnDef::Closure {
+                            params,
+                            captures,
+                            body,
+                            results,
+                        } => {
                             let captures = captures.iter().map(|c| self.var(*c)).collect();
-                            let params = params.iter().map(|(v, t)| (self.var(*v), t.clone())).collect();
+                            let params = params
+                                .iter()
+                                .map(|(v, t)| (self.var(*v), t.clone()))
+                                .collect();
                             let body = body.iter().map(|s| self.stmt(s)).collect();
                             let results = results.iter().map(|r| self.r(*r)).collect();
-                            FnDef::Closure { params, captures, body, results }
+                            FnDef::Closure {
+                                params,
+                                captures,
+                                body,
+                                results,
+                            }
                         }
-                        FnDef::Compile { f, shapeless } => FnDef::Compile { f: self.f(*f), shapeless: *shapeless },
+                        FnDef::Compile { f, shapeless } => FnDef::Compile {
+                            f: self.f(*f),
+                            shapeless: *shapeless,
+                        },
                         FnDef::Checkpoint { f } => FnDef::Checkpoint { f: self.f(*f) },
                         FnDef::CustomVjp { f } => FnDef::CustomVjp { f: self.f(*f) },
                         FnDef::Vjp { f } => FnDef::Vjp { f: self.f(*f) },
                         FnDef::Jvp { f } => FnDef::Jvp { f: self.f(*f) },
                         FnDef::Vmap { f } => FnDef::Vmap { f: self.f(*f) },
                     };
-                    Stmt::Def { id: self.f(*id), def }
+                    Stmt::Def {
+                        id: self.f(*id),
+                        def,
+                    }
                 }
-                Stmt::Eval { refs, asynchronous } => Stmt::Eval { refs: refs.iter().map(|r| self.r(*r)).collect(), asynchronous: *asynchronous },
+                Stmt::Eval { refs, asynchronous } => Stmt::Eval {
+                    refs: refs.iter().map(|r| self.r(*r)).collect(),
+                    asynchronous: *asynchronous,
+                },
                 Stmt::Synchronize => Stmt::Synchronize,
                 Stmt::Drop(v) => Stmt::Drop(self.var(*v)),
                 Stmt::DropFn(f) => Stmt::DropFn(self.f(*f)),
-                Stmt::Assign { dst, src, how } => Stmt::Assign { dst: self.r(*dst), src: self.r(*src), how: *how },
-                Stmt::Erase { group, index } => Stmt::Erase { group: self.var(*group), index: *index },
+                Stmt::Assign { dst, src, how } => Stmt::Assign {
+                    dst: self.r(*dst),
+                    src: self.r(*src),
+                    how: *how,
+                },
+                Stmt::Erase { group, index } => Stmt::Erase {
+                    group: self.var(*group),
+                    index: *index,
+                },
             }
         }
     }
     let mut names = Names::default();
-    Program { stmts: p.stmts.iter().map(|s| names.stmt(s)).collect() }
+    Program {
+        stmts: p.stmts.iter().map(|s| names.stmt(s)).collect(),
+    }
 }
 
 #[cfg(test)]
@@ -300,18 +486,37 @@ mod tests {
             let mut splits = std::collections::BTreeSet::new();
             for s in &p.stmts {
                 scope.stmt(s).unwrap();
-                if let Stmt::Def { id, def: FnDef::Closure { body, .. } } = s {
-                    if body.iter().any(|b| matches!(b, Stmt::Let { op: Op::Split { .. }, .. })) {
+                if let Stmt::Def {
+                    id,
+                    def: FnDef::Closure { body, .. },
+                } = s
+                {
+                    if body.iter().any(|b| {
+                        matches!(
+                            b,
+                            Stmt::Let {
+                                op: Op::Split { .. },
+                                ..
+                            }
+                        )
+                    }) {
                         splits.insert(*id);
                     }
                 }
-                if let Stmt::Def { def: FnDef::Compile { f, .. }, .. } = s {
+                if let Stmt::Def {
+                    def: FnDef::Compile { f, .. },
+                    ..
+                } = s
+                {
                     compiled_split |= splits.contains(f);
                 }
             }
             compiled_split
         };
-        let found = (0..2000).map(|i| program_of_seed(7, i)).find(|p| has(p)).expect("the generator makes a compiled split within 2000 programs");
+        let found = (0..2000)
+            .map(|i| program_of_seed(7, i))
+            .find(|p| has(p))
+            .expect("the generator makes a compiled split within 2000 programs");
         let (small, _) = shrink(&found, has);
         assert!(has(&small));
         assert_eq!(check(&small), Ok(()));

@@ -228,5 +228,6 @@ void list_overwrite(ArrayList& list, std::size_t i, const Array& a);
 void list_erase(ArrayList& list, std::size_t i);
 void async_eval(const ArrayList& list);
 std::int64_t live_array_descs();
+rust::String buffer_overrun(const Array& a);
 
 } // namespace mlx_bridge

@@ -38,4 +38,22 @@ std::int64_t live_array_descs() {
   return mlx_fork_live_array_descs ? mlx_fork_live_array_descs() : -1;
 }
 
+// Ops that take a contiguous input run over its data_size elements from
+// its offset, so an array that claims more than its buffer holds sends
+// them past the end: what AddressSanitizer would report, seen without it.
+rust::String buffer_overrun(const Array& a) {
+  const mx::array& x = a.a;
+  if (x.status() == mx::array::Status::unscheduled || !x.data_shared_ptr() || !x.buffer().ptr()) {
+    return {};
+  }
+  std::size_t extent = static_cast<std::size_t>(x.offset()) + x.data_size() * x.itemsize();
+  std::size_t buffer = x.buffer_size();
+  if (x.offset() >= 0 && extent <= buffer) {
+    return {};
+  }
+  return "an array of " + std::to_string(x.size()) + " elements claims " + std::to_string(x.data_size()) +
+         " (" + std::to_string(extent) + " bytes from offset " + std::to_string(x.offset()) + ") of a " +
+         std::to_string(buffer) + "-byte buffer";
+}
+
 } // namespace mlx_bridge

@@ -92,7 +92,9 @@ fn check_shape(what: &str, len: usize, shape: &[i32]) -> Result<()> {
     let mut n: usize = 1;
     for &d in shape {
         if d < 0 {
-            return Err(Error::new(format!("[{what}] negative dimension {d} in shape {shape:?}")));
+            return Err(Error::new(format!(
+                "[{what}] negative dimension {d} in shape {shape:?}"
+            )));
         }
         n = n.saturating_mul(d as usize);
     }
@@ -263,7 +265,11 @@ impl Array {
 
     /// Like [`Array::to_vec_f32`] for `bool`.
     pub fn to_vec_bool(&self) -> Result<Vec<bool>> {
-        Ok(self.read_bytes("to_vec_bool", Dtype::Bool)?.into_iter().map(|b| b != 0).collect())
+        Ok(self
+            .read_bytes("to_vec_bool", Dtype::Bool)?
+            .into_iter()
+            .map(|b| b != 0)
+            .collect())
     }
 
     /// Like [`Array::to_vec_f32`] for `complex64`, as `(re, im)` pairs.
@@ -292,7 +298,11 @@ impl Array {
     fn single<T: Copy>(&self, v: Vec<T>) -> Result<T> {
         match v.as_slice() {
             [x] => Ok(*x),
-            _ => Err(Error::new(format!("[item] array of shape {:?} has {} elements, expected 1", self.shape(), v.len()))),
+            _ => Err(Error::new(format!(
+                "[item] array of shape {:?} has {} elements, expected 1",
+                self.shape(),
+                v.len()
+            ))),
         }
     }
 }
@@ -312,7 +322,10 @@ impl AsRef<Array> for Array {
 impl fmt::Debug for Array {
     /// Shape and dtype only: printing values would force evaluation.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Array").field("shape", &self.shape()).field("dtype", &self.dtype()).finish()
+        f.debug_struct("Array")
+            .field("shape", &self.shape())
+            .field("dtype", &self.dtype())
+            .finish()
     }
 }
 
@@ -331,14 +344,17 @@ where
 
 /// The arrays of a C++ vector as Rust handles.
 pub(crate) fn from_list(list: &raw::ArrayList) -> Result<Vec<Array>> {
-    (0..raw::array_list_len(list)).map(|i| Ok(Array::from_raw(raw::array_list_get(list, i)?))).collect()
+    (0..raw::array_list_len(list))
+        .map(|i| Ok(Array::from_raw(raw::array_list_get(list, i)?)))
+        .collect()
 }
 
 /// Moves exactly `N` arrays out of a list returned by a multi-output op.
 pub(crate) fn from_list_n<const N: usize>(what: &str, list: &raw::ArrayList) -> Result<[Array; N]> {
     let v = from_list(list)?;
     let n = v.len();
-    v.try_into().map_err(|_| Error::new(format!("[{what}] MLX returned {n} arrays, expected {N}")))
+    v.try_into()
+        .map_err(|_| Error::new(format!("[{what}] MLX returned {n} arrays, expected {N}")))
 }
 
 /// Evaluates all the given arrays together (one graph traversal).

@@ -17,7 +17,9 @@ impl Error {
     /// An error with the given message (e.g. from a closure passed to a
     /// transform; it reaches the caller of the transform unchanged).
     pub fn new(message: impl Into<String>) -> Self {
-        Error { message: message.into() }
+        Error {
+            message: message.into(),
+        }
     }
 
     /// The message, as MLX wrote it.

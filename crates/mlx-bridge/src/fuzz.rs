@@ -1,6 +1,7 @@
 //! What a graph-lifetime fuzzer needs beyond the ordinary API (feature
 //! `fuzz`): [`Slots`], a C++ vector of arrays whose elements are released by
-//! each path `mlx::core::array` has, [`async_eval`] and the census.
+//! each path `mlx::core::array` has, [`async_eval`], the census and
+//! [`buffer_overrun`].
 
 use crate::array::to_list;
 use crate::ffi::array as raw_array;
@@ -43,7 +44,10 @@ impl Slots {
 
     fn check(&self, i: usize, what: &str) -> Result<()> {
         match self.live.get(i) {
-            None => Err(Error::new(format!("[{what}] slot {i} of {}", self.live.len()))),
+            None => Err(Error::new(format!(
+                "[{what}] slot {i} of {}",
+                self.live.len()
+            ))),
             Some(false) => Err(Error::new(format!("[{what}] slot {i} was moved from"))),
             Some(true) => Ok(()),
         }
@@ -66,7 +70,10 @@ impl Slots {
     /// `v2` may be `self` (pass `None`).
     pub fn assign_move(&mut self, i: usize, from: Option<&mut Slots>, j: usize) -> Result<()> {
         if i >= self.len() {
-            return Err(Error::new(format!("[Slots::assign_move] slot {i} of {}", self.len())));
+            return Err(Error::new(format!(
+                "[Slots::assign_move] slot {i} of {}",
+                self.len()
+            )));
         }
         let src = from.unwrap_or(self);
         src.check(j, "Slots::assign_move")?;
@@ -105,4 +112,10 @@ where
 /// Live array descriptors on a census build, `None` elsewhere.
 pub fn live_array_descs() -> Option<i64> {
     Some(raw::live_array_descs()).filter(|&n| n >= 0)
+}
+
+/// Where the evaluated `a` claims more data than its buffer holds, if it
+/// does (a bug that reads or writes past the buffer, seen on any build).
+pub fn buffer_overrun(a: &Array) -> Option<String> {
+    Some(raw::buffer_overrun(a.as_raw()).to_string()).filter(|s| !s.is_empty())
 }

@@ -36,4 +36,8 @@ pub use transforms::{
 /// The upstream MLX release the linked library was built from ("0.32.2").
 pub const MLX_VERSION: &str = env!("MLX_BRIDGE_UPSTREAM_VERSION");
 
-pub const MLX_VARIANT: &str = if cfg!(mlx_variant = "pristine") { "pristine" } else { "patched" };
+pub const MLX_VARIANT: &str = if cfg!(mlx_variant = "pristine") {
+    "pristine"
+} else {
+    "patched"
+};

@@ -24,7 +24,9 @@ pub fn svd_values(a: &Array) -> Result<Array> {
     let mut v = from_list(&*raw::linalg_svd(a.as_raw(), false)?)?;
     match v.len() {
         1 => Ok(v.remove(0)),
-        n => Err(Error::new(format!("[linalg::svd] MLX returned {n} arrays, expected 1"))),
+        n => Err(Error::new(format!(
+            "[linalg::svd] MLX returned {n} arrays, expected 1"
+        ))),
     }
 }
 

@@ -5,7 +5,9 @@ use crate::array::{from_list, from_list_n, to_list};
 use crate::ffi::ops as raw;
 use crate::{Array, Dtype, Result};
 
-fn wrap(r: std::result::Result<cxx::UniquePtr<crate::ffi::array::Array>, cxx::Exception>) -> Result<Array> {
+fn wrap(
+    r: std::result::Result<cxx::UniquePtr<crate::ffi::array::Array>, cxx::Exception>,
+) -> Result<Array> {
     Ok(Array::from_raw(r?))
 }
 
@@ -173,13 +175,26 @@ pub fn divmod(a: &Array, b: &Array) -> Result<(Array, Array)> {
 /// Affine quantization of `w` along its last axis: `(wq, scales, biases)`;
 /// `wq` is `u32` with `32 / bits` values packed per element.
 pub fn quantize(w: &Array, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
-    let [wq, scales, biases] = from_list_n("quantize", &*raw::quantize(w.as_raw(), group_size, bits)?)?;
+    let [wq, scales, biases] =
+        from_list_n("quantize", &*raw::quantize(w.as_raw(), group_size, bits)?)?;
     Ok((wq, scales, biases))
 }
 
 /// Inverse of [`quantize`] (up to quantization error).
-pub fn dequantize(wq: &Array, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Array> {
-    wrap(raw::dequantize(wq.as_raw(), scales.as_raw(), biases.as_raw(), group_size, bits))
+pub fn dequantize(
+    wq: &Array,
+    scales: &Array,
+    biases: &Array,
+    group_size: i32,
+    bits: i32,
+) -> Result<Array> {
+    wrap(raw::dequantize(
+        wq.as_raw(),
+        scales.as_raw(),
+        biases.as_raw(),
+        group_size,
+        bits,
+    ))
 }
 
 /// Returns `inputs` unchanged, but evaluating any result also evaluates

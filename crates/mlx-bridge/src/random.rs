@@ -28,13 +28,31 @@ pub fn normal(shape: &[i32], dtype: Dtype, key: &Array) -> Result<Array> {
 }
 
 /// Normal samples with mean `loc` and standard deviation `scale`.
-pub fn normal_with(shape: &[i32], dtype: Dtype, loc: f32, scale: f32, key: &Array) -> Result<Array> {
-    Ok(Array::from_raw(raw::random_normal(shape, dtype.to_raw(), loc, scale, key.as_raw())?))
+pub fn normal_with(
+    shape: &[i32],
+    dtype: Dtype,
+    loc: f32,
+    scale: f32,
+    key: &Array,
+) -> Result<Array> {
+    Ok(Array::from_raw(raw::random_normal(
+        shape,
+        dtype.to_raw(),
+        loc,
+        scale,
+        key.as_raw(),
+    )?))
 }
 
 /// Uniform samples in `[low, high)`.
 pub fn uniform(low: f32, high: f32, shape: &[i32], dtype: Dtype, key: &Array) -> Result<Array> {
-    Ok(Array::from_raw(raw::random_uniform(low, high, shape, dtype.to_raw(), key.as_raw())?))
+    Ok(Array::from_raw(raw::random_uniform(
+        low,
+        high,
+        shape,
+        dtype.to_raw(),
+        key.as_raw(),
+    )?))
 }
 
 /// Random `u32` bits.

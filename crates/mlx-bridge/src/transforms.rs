@@ -130,7 +130,9 @@ pub fn vmap<F>(f: F, in_axes: &[i32], out_axes: &[i32]) -> Result<TransformedFn>
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
 {
-    Ok(TransformedFn { func: raw::vmap(&function(f), in_axes, out_axes)? })
+    Ok(TransformedFn {
+        func: raw::vmap(&function(f), in_axes, out_axes)?,
+    })
 }
 
 /// `f` with gradient checkpointing: intermediates are recomputed in the
@@ -139,7 +141,9 @@ pub fn checkpoint<F>(f: F) -> Result<TransformedFn>
 where
     F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
 {
-    Ok(TransformedFn { func: raw::checkpoint(&function(f))? })
+    Ok(TransformedFn {
+        func: raw::checkpoint(&function(f))?,
+    })
 }
 
 /// `f` whose VJP is `vjp_fn(primals, cotangents, outputs)` (one result per
@@ -150,15 +154,24 @@ where
     G: FnMut(&[Array], &[Array], &[Array]) -> Result<Vec<Array>> + 'static,
 {
     let g = RustVjpFn::new(move |p: &ArrayList, c: &ArrayList, o: &ArrayList| {
-        Ok(to_list(vjp_fn(&from_list(p)?, &from_list(c)?, &from_list(o)?)?))
+        Ok(to_list(vjp_fn(
+            &from_list(p)?,
+            &from_list(c)?,
+            &from_list(o)?,
+        )?))
     });
-    Ok(TransformedFn { func: raw::custom_vjp(&function(f), g)? })
+    Ok(TransformedFn {
+        func: raw::custom_vjp(&function(f), g)?,
+    })
 }
 
 /// Splits `all` after its first `n` arrays.
 fn split_off(mut all: Vec<Array>, n: usize, what: &str) -> Result<(Vec<Array>, Vec<Array>)> {
     if all.len() < n {
-        return Err(Error::new(format!("[{what}] MLX returned {} arrays, expected at least {n}", all.len())));
+        return Err(Error::new(format!(
+            "[{what}] MLX returned {} arrays, expected at least {n}",
+            all.len()
+        )));
     }
     let tail = all.split_off(n);
     Ok((all, tail))
@@ -176,7 +189,11 @@ where
 {
     let primals = to_list(primals);
     let n_primals = crate::ffi::array::array_list_len(&primals);
-    let all = from_list(&*after_closures(raw::vjp(&function(f), &primals, &to_list(cotangents)))?)?;
+    let all = from_list(&*after_closures(raw::vjp(
+        &function(f),
+        &primals,
+        &to_list(cotangents),
+    ))?)?;
     let n_outputs = all.len().saturating_sub(n_primals);
     split_off(all, n_outputs, "vjp")
 }
@@ -191,7 +208,11 @@ where
     T: IntoIterator,
     T::Item: AsRef<Array>,
 {
-    let all = from_list(&*after_closures(raw::jvp(&function(f), &to_list(primals), &to_list(tangents)))?)?;
+    let all = from_list(&*after_closures(raw::jvp(
+        &function(f),
+        &to_list(primals),
+        &to_list(tangents),
+    ))?)?;
     let n_outputs = all.len() / 2;
     split_off(all, n_outputs, "jvp")
 }

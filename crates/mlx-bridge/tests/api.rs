@@ -14,7 +14,10 @@ fn f32s(data: &[f32], shape: &[i32]) -> Array {
 fn assert_close(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "length: got {got:?}, want {want:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol, "element {i}: got {g}, want {w} (tol {tol}); got {got:?}");
+        assert!(
+            (g - w).abs() <= tol,
+            "element {i}: got {g}, want {w} (tol {tol}); got {got:?}"
+        );
     }
 }
 
@@ -31,7 +34,11 @@ fn host_matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 
 fn expect_err<T: std::fmt::Debug>(r: Result<T>, fragment: &str) -> Error {
     let e = r.expect_err("expected an error");
-    assert!(e.message().contains(fragment), "message {:?} lacks {fragment:?}", e.message());
+    assert!(
+        e.message().contains(fragment),
+        "message {:?} lacks {fragment:?}",
+        e.message()
+    );
     e
 }
 
@@ -45,7 +52,18 @@ fn memory_lock() -> MutexGuard<'static, ()> {
 
 #[test]
 fn f32_round_trip_is_bit_exact() {
-    let data = [0.0, -0.0, 1.5, -3.25, f32::MIN_POSITIVE / 8.0, f32::MAX, f32::INFINITY, f32::NEG_INFINITY, 1.0e-30, 0.1];
+    let data = [
+        0.0,
+        -0.0,
+        1.5,
+        -3.25,
+        f32::MIN_POSITIVE / 8.0,
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0e-30,
+        0.1,
+    ];
     let a = Array::from_f32(&data, &[2, 5]).unwrap();
     let back = a.to_vec_f32().unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -58,7 +76,10 @@ fn integer_round_trips_and_metadata() {
     assert_eq!(a.shape(), vec![3, 2]);
     assert_eq!(a.dtype(), Dtype::I32);
     assert_eq!((a.size(), a.ndim(), a.nbytes()), (6, 2, 24));
-    assert_eq!(a.to_vec_i32().unwrap(), vec![1, -2, 3, i32::MIN, i32::MAX, 0]);
+    assert_eq!(
+        a.to_vec_i32().unwrap(),
+        vec![1, -2, 3, i32::MIN, i32::MAX, 0]
+    );
 
     let u = Array::from_u32(&[7, u32::MAX], &[2]).unwrap();
     assert_eq!(u.dtype(), Dtype::U32);
@@ -82,7 +103,10 @@ fn reading_with_wrong_dtype_errs_and_astype_converts() {
     assert_eq!(f.to_vec_f32().unwrap(), vec![1.0, 2.0, 3.0]);
     let h = mx::astype(&f, Dtype::F16).unwrap();
     assert_eq!((h.dtype(), h.nbytes()), (Dtype::F16, 6));
-    assert_eq!(mx::astype(&h, Dtype::I64).unwrap().to_vec_i64().unwrap(), vec![1, 2, 3]);
+    assert_eq!(
+        mx::astype(&h, Dtype::I64).unwrap().to_vec_i64().unwrap(),
+        vec![1, 2, 3]
+    );
 }
 
 #[test]
@@ -97,13 +121,37 @@ fn clone_shares_the_array() {
 
 #[test]
 fn arange_zeros_ones_full() {
-    assert_eq!(mx::arange(0.0, 5.0, 1.0, Dtype::I32).unwrap().to_vec_i32().unwrap(), vec![0, 1, 2, 3, 4]);
-    assert_eq!(mx::arange(1.0, 2.0, 0.25, Dtype::F32).unwrap().to_vec_f32().unwrap(), vec![1.0, 1.25, 1.5, 1.75]);
+    assert_eq!(
+        mx::arange(0.0, 5.0, 1.0, Dtype::I32)
+            .unwrap()
+            .to_vec_i32()
+            .unwrap(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert_eq!(
+        mx::arange(1.0, 2.0, 0.25, Dtype::F32)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        vec![1.0, 1.25, 1.5, 1.75]
+    );
     let z = mx::zeros(&[2, 3], Dtype::F32).unwrap();
-    assert_eq!((z.shape(), z.to_vec_f32().unwrap()), (vec![2, 3], vec![0.0; 6]));
+    assert_eq!(
+        (z.shape(), z.to_vec_f32().unwrap()),
+        (vec![2, 3], vec![0.0; 6])
+    );
     // ones/full are broadcasts of a scalar: reading must densify them.
-    assert_eq!(mx::ones(&[2, 2], Dtype::U32).unwrap().to_vec_u32().unwrap(), vec![1; 4]);
-    assert_eq!(mx::full(&[3], 7.5, Dtype::F32).unwrap().to_vec_f32().unwrap(), vec![7.5; 3]);
+    assert_eq!(
+        mx::ones(&[2, 2], Dtype::U32).unwrap().to_vec_u32().unwrap(),
+        vec![1; 4]
+    );
+    assert_eq!(
+        mx::full(&[3], 7.5, Dtype::F32)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        vec![7.5; 3]
+    );
 }
 
 // ---------- ops ----------
@@ -112,34 +160,92 @@ fn arange_zeros_ones_full() {
 fn arithmetic_with_known_values() {
     let a = f32s(&[1.0, -2.0, 3.0, -4.0], &[2, 2]);
     let b = f32s(&[5.0, 6.0, 7.0, 8.0], &[2, 2]);
-    assert_eq!(mx::matmul(&a, &b).unwrap().to_vec_f32().unwrap(), vec![-9.0, -10.0, -13.0, -14.0]);
-    assert_eq!(mx::add(&a, &b).unwrap().to_vec_f32().unwrap(), vec![6.0, 4.0, 10.0, 4.0]);
-    assert_eq!(mx::subtract(&a, &b).unwrap().to_vec_f32().unwrap(), vec![-4.0, -8.0, -4.0, -12.0]);
-    assert_eq!(mx::multiply(&a, &b).unwrap().to_vec_f32().unwrap(), vec![5.0, -12.0, 21.0, -32.0]);
-    assert_eq!(mx::divide(&b, &f32s(&[2.0], &[1])).unwrap().to_vec_f32().unwrap(), vec![2.5, 3.0, 3.5, 4.0]);
-    assert_eq!(mx::abs(&a).unwrap().to_vec_f32().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
-    assert_eq!(mx::negative(&a).unwrap().to_vec_f32().unwrap(), vec![-1.0, 2.0, -3.0, 4.0]);
-    assert_eq!(mx::maximum(&a, &Array::scalar_f32(0.0)).unwrap().to_vec_f32().unwrap(), vec![1.0, 0.0, 3.0, 0.0]);
-    assert_close(&mx::exp(&f32s(&[0.0, 1.0], &[2])).unwrap().to_vec_f32().unwrap(), &[1.0, std::f32::consts::E], 1e-6);
+    assert_eq!(
+        mx::matmul(&a, &b).unwrap().to_vec_f32().unwrap(),
+        vec![-9.0, -10.0, -13.0, -14.0]
+    );
+    assert_eq!(
+        mx::add(&a, &b).unwrap().to_vec_f32().unwrap(),
+        vec![6.0, 4.0, 10.0, 4.0]
+    );
+    assert_eq!(
+        mx::subtract(&a, &b).unwrap().to_vec_f32().unwrap(),
+        vec![-4.0, -8.0, -4.0, -12.0]
+    );
+    assert_eq!(
+        mx::multiply(&a, &b).unwrap().to_vec_f32().unwrap(),
+        vec![5.0, -12.0, 21.0, -32.0]
+    );
+    assert_eq!(
+        mx::divide(&b, &f32s(&[2.0], &[1]))
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        vec![2.5, 3.0, 3.5, 4.0]
+    );
+    assert_eq!(
+        mx::abs(&a).unwrap().to_vec_f32().unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0]
+    );
+    assert_eq!(
+        mx::negative(&a).unwrap().to_vec_f32().unwrap(),
+        vec![-1.0, 2.0, -3.0, 4.0]
+    );
+    assert_eq!(
+        mx::maximum(&a, &Array::scalar_f32(0.0))
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        vec![1.0, 0.0, 3.0, 0.0]
+    );
+    assert_close(
+        &mx::exp(&f32s(&[0.0, 1.0], &[2]))
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        &[1.0, std::f32::consts::E],
+        1e-6,
+    );
 
     let g = mx::greater(&a, &Array::scalar_f32(0.0)).unwrap();
     assert_eq!(g.dtype(), Dtype::Bool);
     assert_eq!(g.to_vec_bool().unwrap(), vec![true, false, true, false]);
-    assert_eq!(mx::equal(&a, &a).unwrap().to_vec_bool().unwrap(), vec![true; 4]);
-    assert!(mx::array_equal(&a, &a.clone()).unwrap().item_bool().unwrap());
+    assert_eq!(
+        mx::equal(&a, &a).unwrap().to_vec_bool().unwrap(),
+        vec![true; 4]
+    );
+    assert!(mx::array_equal(&a, &a.clone())
+        .unwrap()
+        .item_bool()
+        .unwrap());
     assert!(!mx::array_equal(&a, &b).unwrap().item_bool().unwrap());
     // Different shapes are simply unequal.
-    assert!(!mx::array_equal(&a, &f32s(&[1.0, -2.0], &[2])).unwrap().item_bool().unwrap());
+    assert!(!mx::array_equal(&a, &f32s(&[1.0, -2.0], &[2]))
+        .unwrap()
+        .item_bool()
+        .unwrap());
 }
 
 #[test]
 fn reductions() {
     let a = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
     assert_eq!(mx::sum(&a).unwrap().item_f32().unwrap(), 21.0);
-    assert_eq!(mx::sum_axis(&a, &[0], false).unwrap().to_vec_f32().unwrap(), vec![5.0, 7.0, 9.0]);
+    assert_eq!(
+        mx::sum_axis(&a, &[0], false).unwrap().to_vec_f32().unwrap(),
+        vec![5.0, 7.0, 9.0]
+    );
     let s = mx::sum_axis(&a, &[-1], true).unwrap();
-    assert_eq!((s.shape(), s.to_vec_f32().unwrap()), (vec![2, 1], vec![6.0, 15.0]));
-    assert_eq!(mx::mean_axis(&a, &[1], false).unwrap().to_vec_f32().unwrap(), vec![2.0, 5.0]);
+    assert_eq!(
+        (s.shape(), s.to_vec_f32().unwrap()),
+        (vec![2, 1], vec![6.0, 15.0])
+    );
+    assert_eq!(
+        mx::mean_axis(&a, &[1], false)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        vec![2.0, 5.0]
+    );
 }
 
 #[test]
@@ -149,16 +255,25 @@ fn reshape_transpose_slice_concatenate() {
     assert_eq!(m.shape(), vec![2, 3]);
     // Transposes are strided views: read-back must follow the logical order.
     let t = mx::transpose(&m).unwrap();
-    assert_eq!((t.shape(), t.to_vec_f32().unwrap()), (vec![3, 2], vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]));
+    assert_eq!(
+        (t.shape(), t.to_vec_f32().unwrap()),
+        (vec![3, 2], vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0])
+    );
     let c = mx::reshape(&mx::arange(0.0, 24.0, 1.0, Dtype::I32).unwrap(), &[2, 3, 4]).unwrap();
     let p = mx::transpose_axes(&c, &[2, 0, 1]).unwrap();
     assert_eq!(p.shape(), vec![4, 2, 3]);
     assert_eq!(p.to_vec_i32().unwrap()[..6], [0, 4, 8, 12, 16, 20]);
     let s = mx::slice(&m, &[0, 0], &[2, 3], &[1, 2]).unwrap();
-    assert_eq!((s.shape(), s.to_vec_f32().unwrap()), (vec![2, 2], vec![0.0, 2.0, 3.0, 5.0]));
+    assert_eq!(
+        (s.shape(), s.to_vec_f32().unwrap()),
+        (vec![2, 2], vec![0.0, 2.0, 3.0, 5.0])
+    );
     let cat = mx::concatenate([&m, &s], 1).unwrap();
     assert_eq!(cat.shape(), vec![2, 5]);
-    assert_eq!(cat.to_vec_f32().unwrap(), vec![0.0, 1.0, 2.0, 0.0, 2.0, 3.0, 4.0, 5.0, 3.0, 5.0]);
+    assert_eq!(
+        cat.to_vec_f32().unwrap(),
+        vec![0.0, 1.0, 2.0, 0.0, 2.0, 3.0, 4.0, 5.0, 3.0, 5.0]
+    );
 }
 
 #[test]
@@ -167,7 +282,10 @@ fn split_equal_parts_and_at_indices() {
     let parts = mx::split(&a, 3, 0).unwrap();
     assert_eq!(parts.len(), 3);
     let vals: Vec<Vec<i32>> = parts.iter().map(|p| p.to_vec_i32().unwrap()).collect();
-    assert_eq!(vals, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9, 10, 11]]);
+    assert_eq!(
+        vals,
+        vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9, 10, 11]]
+    );
     assert!(parts.iter().all(|p| p.shape() == vec![2, 2]));
 
     let cols = mx::split(&a, 2, 1).unwrap();
@@ -230,7 +348,11 @@ fn quantize_shapes_and_round_trip() {
     let back = mx::dequantize(&wq, &scales, &biases, 64, 4).unwrap();
     assert_eq!(back.shape(), vec![8, 128]);
     let (w, back) = (w.to_vec_f32().unwrap(), back.to_vec_f32().unwrap());
-    let max_err = w.iter().zip(&back).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    let max_err = w
+        .iter()
+        .zip(&back)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
     assert!(max_err > 0.0 && max_err < 0.5, "4-bit error {max_err}");
     expect_err(mx::quantize(&f32s(&[1.0; 10], &[1, 10]), 64, 4), "quantize");
 }
@@ -245,21 +367,43 @@ fn fast_norms_match_host_formula() {
     let mut ln = Vec::new();
     for row in xs.chunks(4) {
         let ms = row.iter().map(|v| v * v).sum::<f32>() / 4.0;
-        rms.extend(row.iter().zip([1.0, 2.0, 0.5, 1.0]).map(|(v, w)| v / (ms + eps).sqrt() * w));
+        rms.extend(
+            row.iter()
+                .zip([1.0, 2.0, 0.5, 1.0])
+                .map(|(v, w)| v / (ms + eps).sqrt() * w),
+        );
         let mean = row.iter().sum::<f32>() / 4.0;
         let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 4.0;
         ln.extend(row.iter().map(|v| (v - mean) / (var + eps).sqrt() + 0.5));
     }
-    assert_close(&fast::rms_norm(&x, Some(&w), eps).unwrap().to_vec_f32().unwrap(), &rms, 1e-5);
+    assert_close(
+        &fast::rms_norm(&x, Some(&w), eps)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        &rms,
+        1e-5,
+    );
     let bias = mx::full(&[4], 0.5, Dtype::F32).unwrap();
-    assert_close(&fast::layer_norm(&x, None, Some(&bias), eps).unwrap().to_vec_f32().unwrap(), &ln, 1e-5);
+    assert_close(
+        &fast::layer_norm(&x, None, Some(&bias), eps)
+            .unwrap()
+            .to_vec_f32()
+            .unwrap(),
+        &ln,
+        1e-5,
+    );
 
     // Their VJPs are multi-output primitives: reach them through vjp and
     // compare with the VJP of the same formula written with plain ops.
     let cot = random::normal(&[2, 4], Dtype::F32, &random::key(5)).unwrap();
     let (wa, wb, wc) = (w.clone(), w.clone(), w.clone());
-    let (out, fast_grads) =
-        mx::vjp(move |p| Ok(vec![fast::rms_norm(&p[0], Some(&wa), 1e-5)?]), [&x], [&cot]).unwrap();
+    let (out, fast_grads) = mx::vjp(
+        move |p| Ok(vec![fast::rms_norm(&p[0], Some(&wa), 1e-5)?]),
+        [&x],
+        [&cot],
+    )
+    .unwrap();
     assert_close(&out[0].to_vec_f32().unwrap(), &rms, 1e-5);
     let (_, ref_grads) = mx::vjp(
         move |p| {
@@ -271,10 +415,21 @@ fn fast_norms_match_host_formula() {
         [&cot],
     )
     .unwrap();
-    assert_close(&fast_grads[0].to_vec_f32().unwrap(), &ref_grads[0].to_vec_f32().unwrap(), 1e-4);
+    assert_close(
+        &fast_grads[0].to_vec_f32().unwrap(),
+        &ref_grads[0].to_vec_f32().unwrap(),
+        1e-4,
+    );
 
     let (_, ln_grads) = mx::vjp(
-        move |p| Ok(vec![fast::layer_norm(&p[0], Some(&p[1]), Some(&p[2]), 1e-5)?]),
+        move |p| {
+            Ok(vec![fast::layer_norm(
+                &p[0],
+                Some(&p[1]),
+                Some(&p[2]),
+                1e-5,
+            )?])
+        },
         [&x, &wc, &bias],
         [&cot],
     )
@@ -286,7 +441,11 @@ fn fast_norms_match_host_formula() {
     assert_close(&ln_grads[2].to_vec_f32().unwrap(), &col_sums, 1e-5);
     // Layer norm output is invariant to shifting a row: grads sum to ~0 per row.
     let gx = ln_grads[0].to_vec_f32().unwrap();
-    assert_close(&[gx[..4].iter().sum::<f32>(), gx[4..].iter().sum::<f32>()], &[0.0, 0.0], 1e-4);
+    assert_close(
+        &[gx[..4].iter().sum::<f32>(), gx[4..].iter().sum::<f32>()],
+        &[0.0, 0.0],
+        1e-4,
+    );
 }
 
 // ---------- linalg ----------
@@ -295,21 +454,35 @@ const A3: [f32; 9] = [4.0, 1.0, 2.0, 1.0, 3.0, 0.5, 2.0, 0.5, 5.0]; // symmetric
 
 #[test]
 fn qr_reconstructs() {
-    let a = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 1.0, 0.0, 1.0], &[4, 3]);
+    let a = f32s(
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 1.0, 0.0, 1.0],
+        &[4, 3],
+    );
     let (q, r) = linalg::qr(&a).unwrap();
     assert_eq!((q.shape(), r.shape()), (vec![4, 3], vec![3, 3]));
     let qr = mx::matmul(&q, &r).unwrap();
     assert_close(&qr.to_vec_f32().unwrap(), &a.to_vec_f32().unwrap(), 1e-4);
     let qtq = mx::matmul(&mx::transpose(&q).unwrap(), &q).unwrap();
-    assert_close(&qtq.to_vec_f32().unwrap(), &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], 1e-5);
+    assert_close(
+        &qtq.to_vec_f32().unwrap(),
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        1e-5,
+    );
 }
 
 #[test]
 fn svd_reconstructs() {
     let a = f32s(&[3.0, 1.0, 1.0, -1.0, 3.0, 1.0], &[2, 3]);
     let (u, s, vt) = linalg::svd(&a).unwrap();
-    assert_eq!((u.shape(), s.shape(), vt.shape()), (vec![2, 2], vec![2], vec![3, 3]));
-    let (u, s, vt) = (u.to_vec_f32().unwrap(), s.to_vec_f32().unwrap(), vt.to_vec_f32().unwrap());
+    assert_eq!(
+        (u.shape(), s.shape(), vt.shape()),
+        (vec![2, 2], vec![2], vec![3, 3])
+    );
+    let (u, s, vt) = (
+        u.to_vec_f32().unwrap(),
+        s.to_vec_f32().unwrap(),
+        vt.to_vec_f32().unwrap(),
+    );
     // a = u @ [diag(s) | 0] @ vt
     let sigma = [s[0], 0.0, 0.0, 0.0, s[1], 0.0];
     let rebuilt = host_matmul(&host_matmul(&u, &sigma, 2, 2, 3), &vt, 2, 3, 3);
@@ -342,7 +515,11 @@ fn eig_is_complex_with_known_eigenvalues() {
     let mut re = mx::real(&w).unwrap().to_vec_f32().unwrap();
     re.sort_by(f32::total_cmp);
     assert_close(&re, &[2.0, 3.0], 1e-5);
-    assert!(w.to_vec_complex64().unwrap().iter().all(|(_, im)| im.abs() < 1e-6));
+    assert!(w
+        .to_vec_complex64()
+        .unwrap()
+        .iter()
+        .all(|(_, im)| im.abs() < 1e-6));
     let rot = f32s(&[0.0, -1.0, 1.0, 0.0], &[2, 2]); // eigenvalues ±i
     let (w, _) = linalg::eig(&rot).unwrap();
     let mut im = mx::imag(&w).unwrap().to_vec_f32().unwrap();
@@ -356,10 +533,17 @@ fn lu_reconstructs() {
     let a = f32s(&data, &[3, 3]);
     let (p, l, u) = linalg::lu(&a).unwrap();
     assert_eq!((p.dtype(), p.shape()), (Dtype::U32, vec![3]));
-    let (p, l, u) = (p.to_vec_u32().unwrap(), l.to_vec_f32().unwrap(), u.to_vec_f32().unwrap());
+    let (p, l, u) = (
+        p.to_vec_u32().unwrap(),
+        l.to_vec_f32().unwrap(),
+        u.to_vec_f32().unwrap(),
+    );
     // Pivoting happened (row 3 has the largest first entry) and L is unit lower.
     assert_ne!(p, vec![0, 1, 2]);
-    assert_eq!([l[0], l[4], l[8], l[1], l[2], l[5]], [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        [l[0], l[4], l[8], l[1], l[2], l[5]],
+        [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    );
     let lu = host_matmul(&l, &u, 3, 3, 3);
     // a = L[P, :] @ U, i.e. row i of a is row p[i] of L @ U.
     let mut rebuilt = vec![0.0; 9];
@@ -369,25 +553,48 @@ fn lu_reconstructs() {
     assert_close(&rebuilt, &data, 1e-4);
 
     let (packed, pivots) = linalg::lu_factor(&a).unwrap();
-    assert_eq!((packed.shape(), pivots.shape(), pivots.dtype()), (vec![3, 3], vec![3], Dtype::U32));
+    assert_eq!(
+        (packed.shape(), pivots.shape(), pivots.dtype()),
+        (vec![3, 3], vec![3], Dtype::U32)
+    );
     // The packed factor holds U on and above the diagonal.
     let packed = packed.to_vec_f32().unwrap();
-    assert_close(&[packed[0], packed[1], packed[2], packed[4], packed[5], packed[8]], &[u[0], u[1], u[2], u[4], u[5], u[8]], 1e-5);
+    assert_close(
+        &[
+            packed[0], packed[1], packed[2], packed[4], packed[5], packed[8],
+        ],
+        &[u[0], u[1], u[2], u[4], u[5], u[8]],
+        1e-5,
+    );
 }
 
 #[test]
 fn inv_and_norm() {
     let a = f32s(&A3, &[3, 3]);
     let prod = mx::matmul(&a, &linalg::inv(&a).unwrap()).unwrap();
-    assert_close(&prod.to_vec_f32().unwrap(), &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0], 1e-5);
-    assert_close(&[linalg::norm(&f32s(&[3.0, 4.0], &[2])).unwrap().item_f32().unwrap()], &[5.0], 1e-6);
+    assert_close(
+        &prod.to_vec_f32().unwrap(),
+        &[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        1e-5,
+    );
+    assert_close(
+        &[linalg::norm(&f32s(&[3.0, 4.0], &[2]))
+            .unwrap()
+            .item_f32()
+            .unwrap()],
+        &[5.0],
+        1e-6,
+    );
 }
 
 #[test]
 fn linalg_errors() {
     expect_err(linalg::qr(&f32s(&[1.0, 2.0], &[2])), "[linalg::qr]");
     expect_err(linalg::eigh(&f32s(&[1.0; 6], &[2, 3]), "L"), "square");
-    expect_err(linalg::svd(&Array::from_i32(&[1; 4], &[2, 2]).unwrap()), "[linalg::svd]");
+    expect_err(
+        linalg::svd(&Array::from_i32(&[1; 4], &[2, 2]).unwrap()),
+        "[linalg::svd]",
+    );
 }
 
 // ---------- random ----------
@@ -396,9 +603,18 @@ fn linalg_errors() {
 fn random_is_reproducible_by_key() {
     let k = random::key(42);
     assert_eq!((k.shape(), k.dtype()), (vec![2], Dtype::U32));
-    let a = random::normal(&[64], Dtype::F32, &k).unwrap().to_vec_f32().unwrap();
-    let b = random::normal(&[64], Dtype::F32, &random::key(42)).unwrap().to_vec_f32().unwrap();
-    let c = random::normal(&[64], Dtype::F32, &random::key(43)).unwrap().to_vec_f32().unwrap();
+    let a = random::normal(&[64], Dtype::F32, &k)
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
+    let b = random::normal(&[64], Dtype::F32, &random::key(42))
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
+    let c = random::normal(&[64], Dtype::F32, &random::key(43))
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&a), bits(&b));
     assert_ne!(bits(&a), bits(&c));
@@ -409,7 +625,15 @@ fn random_is_reproducible_by_key() {
     assert_eq!(u.shape(), vec![4, 8]);
     let u = u.to_vec_f32().unwrap();
     assert!(u.iter().all(|x| (2.0..3.0).contains(x)), "{u:?}");
-    assert_eq!(bits(&u), bits(&random::uniform(2.0, 3.0, &[4, 8], Dtype::F32, &random::key(42)).unwrap().to_vec_f32().unwrap()));
+    assert_eq!(
+        bits(&u),
+        bits(
+            &random::uniform(2.0, 3.0, &[4, 8], Dtype::F32, &random::key(42))
+                .unwrap()
+                .to_vec_f32()
+                .unwrap()
+        )
+    );
 
     let (k1, k2) = random::split(&k).unwrap();
     let (k1b, _) = random::split(&random::key(42)).unwrap();
@@ -417,7 +641,10 @@ fn random_is_reproducible_by_key() {
     assert_ne!(k1.to_vec_u32().unwrap(), k2.to_vec_u32().unwrap());
     assert_ne!(k1.to_vec_u32().unwrap(), k.to_vec_u32().unwrap());
     assert_eq!(random::split_n(&k, 5).unwrap().shape(), vec![5, 2]);
-    let scaled = random::normal_with(&[1000], Dtype::F32, 10.0, 0.1, &k2).unwrap().to_vec_f32().unwrap();
+    let scaled = random::normal_with(&[1000], Dtype::F32, 10.0, 0.1, &k2)
+        .unwrap()
+        .to_vec_f32()
+        .unwrap();
     assert!((scaled.iter().sum::<f32>() / 1000.0 - 10.0).abs() < 0.05);
     assert_eq!(random::bits(&[3], &k2).unwrap().dtype(), Dtype::U32);
 }
@@ -468,7 +695,10 @@ fn compile_matches_direct_call_bit_for_bit() {
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(g.shape(), w.shape());
             let (g, w) = (g.to_vec_f32().unwrap(), w.to_vec_f32().unwrap());
-            assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), w.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+            assert_eq!(
+                g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                w.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
         }
     }
     // A new input shape traces again.
@@ -491,8 +721,14 @@ fn compile_traces_once_per_shape_and_drop_releases_everything() {
         Ok(vec![mx::multiply(&x[0], &w)?])
     });
     let x = f32s(&[1.0, 1.0], &[2]);
-    assert_eq!(compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 3.0]);
-    assert_eq!(compiled.call(&[x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 3.0]);
+    assert_eq!(
+        compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![2.0, 3.0]
+    );
+    assert_eq!(
+        compiled.call(&[x]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![2.0, 3.0]
+    );
     assert_eq!(traces.get(), 1, "second call must hit the compile cache");
     assert_eq!(Rc::strong_count(&captured), 2);
     drop(compiled);
@@ -511,8 +747,18 @@ fn compile_shapeless_reuses_one_trace() {
         t.set(t.get() + 1);
         Ok(vec![mx::exp(&x[0])?])
     });
-    assert_eq!(f.call(&[f32s(&[0.0], &[1])]).unwrap()[0].to_vec_f32().unwrap(), vec![1.0]);
-    assert_eq!(f.call(&[f32s(&[0.0, 0.0, 0.0], &[3])]).unwrap()[0].to_vec_f32().unwrap(), vec![1.0; 3]);
+    assert_eq!(
+        f.call(&[f32s(&[0.0], &[1])]).unwrap()[0]
+            .to_vec_f32()
+            .unwrap(),
+        vec![1.0]
+    );
+    assert_eq!(
+        f.call(&[f32s(&[0.0, 0.0, 0.0], &[3])]).unwrap()[0]
+            .to_vec_f32()
+            .unwrap(),
+        vec![1.0; 3]
+    );
     assert_eq!(traces.get(), 1);
 }
 
@@ -546,19 +792,29 @@ fn eval_inside_a_compiled_closure_is_an_error() {
         Ok(vec![x[0].clone()])
     });
     let e = compiled.call(&[f32s(&[1.0], &[1])]).unwrap_err();
-    assert!(e.message().contains("[eval] Attempting to eval an array during function transformations"), "{e}");
+    assert!(
+        e.message()
+            .contains("[eval] Attempting to eval an array during function transformations"),
+        "{e}"
+    );
 }
 
 #[test]
 fn mlx_error_inside_compiled_closure_comes_back_as_err() {
     let compiled = mx::compile(|x: &[Array]| Ok(vec![mx::matmul(&x[0], &x[1])?]));
-    let e = compiled.call(&[f32s(&[1.0; 6], &[2, 3]), f32s(&[1.0; 20], &[4, 5])]).unwrap_err();
+    let e = compiled
+        .call(&[f32s(&[1.0; 6], &[2, 3]), f32s(&[1.0; 20], &[4, 5])])
+        .unwrap_err();
     assert!(e.message().contains("[matmul]"), "{e}");
 }
 
 /// The payload of a panic caught by `catch_unwind`, as text.
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default()
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -578,22 +834,37 @@ fn a_panic_in_a_closure_resumes_at_the_caller_after_the_cpp_frames() {
     };
     let x = f32s(&[1.0, 2.0], &[2]);
     // The caller sees the closure's own panic, payload intact, not an Err.
-    let payload = catch_unwind(AssertUnwindSafe(|| compiled.call([&x]))).expect_err("the panic must resume at the caller");
+    let payload = catch_unwind(AssertUnwindSafe(|| compiled.call([&x])))
+        .expect_err("the panic must resume at the caller");
     assert_eq!(panic_text(payload), "boom at trace 1");
     // The function stays usable: the half-made cache entry was erased, so
     // the next call traces again and computes the right values.
     fail.set(false);
-    assert_eq!(compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 4.0]);
+    assert_eq!(
+        compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![2.0, 4.0]
+    );
     assert_eq!(traces.get(), 2);
     // No stale panic is left behind for a later call.
-    assert_eq!(compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(), vec![2.0, 4.0]);
+    assert_eq!(
+        compiled.call([&x]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![2.0, 4.0]
+    );
 
     // The same through vjp, and through a compiled function called from
     // inside another closure: the innermost panic reaches the outermost caller.
-    let payload = catch_unwind(|| mx::vjp(|_: &[Array]| -> Result<Vec<Array>> { panic!("no grads") }, &[f32s(&[1.0], &[1])], &[Array::scalar_f32(1.0)]))
-        .expect_err("vjp must resume the panic");
+    let payload = catch_unwind(|| {
+        mx::vjp(
+            |_: &[Array]| -> Result<Vec<Array>> { panic!("no grads") },
+            &[f32s(&[1.0], &[1])],
+            &[Array::scalar_f32(1.0)],
+        )
+    })
+    .expect_err("vjp must resume the panic");
     assert_eq!(panic_text(payload), "no grads");
-    let inner = Rc::new(mx::compile(|_: &[Array]| -> Result<Vec<Array>> { panic!("inner") }));
+    let inner = Rc::new(mx::compile(|_: &[Array]| -> Result<Vec<Array>> {
+        panic!("inner")
+    }));
     let outer = {
         let inner = inner.clone();
         mx::compile(move |x: &[Array]| inner.call(x))
@@ -605,7 +876,12 @@ fn a_panic_in_a_closure_resumes_at_the_caller_after_the_cpp_frames() {
 #[test]
 fn vjp_and_jvp_of_closures() {
     // f(x, y) = sum(x * x * y)
-    let f = |p: &[Array]| Ok(vec![mx::sum(&mx::multiply(&mx::multiply(&p[0], &p[0])?, &p[1])?)?]);
+    let f = |p: &[Array]| {
+        Ok(vec![mx::sum(&mx::multiply(
+            &mx::multiply(&p[0], &p[0])?,
+            &p[1],
+        )?)?])
+    };
     let x = f32s(&[1.0, 2.0, 3.0], &[3]);
     let y = f32s(&[2.0, 2.0, -1.0], &[3]);
     let (out, grads) = mx::vjp(f, &[x.clone(), y.clone()], &[Array::scalar_f32(1.0)]).unwrap();
@@ -614,28 +890,58 @@ fn vjp_and_jvp_of_closures() {
     assert_eq!(grads[0].to_vec_f32().unwrap(), vec![4.0, 8.0, -6.0]); // 2xy
     assert_eq!(grads[1].to_vec_f32().unwrap(), vec![1.0, 4.0, 9.0]); // x^2
 
-    let (out, tangents) = mx::jvp(|p: &[Array]| Ok(vec![mx::square(&p[0])?]), [&x], &[mx::ones(&[3], Dtype::F32).unwrap()]).unwrap();
+    let (out, tangents) = mx::jvp(
+        |p: &[Array]| Ok(vec![mx::square(&p[0])?]),
+        [&x],
+        &[mx::ones(&[3], Dtype::F32).unwrap()],
+    )
+    .unwrap();
     assert_eq!(out[0].to_vec_f32().unwrap(), vec![1.0, 4.0, 9.0]);
     assert_eq!(tangents[0].to_vec_f32().unwrap(), vec![2.0, 4.0, 6.0]);
 
     // A closure error surfaces from vjp too.
-    let e = mx::vjp(|_: &[Array]| Err(Error::new("no grads today")), &[x], &[Array::scalar_f32(1.0)]).unwrap_err();
+    let e = mx::vjp(
+        |_: &[Array]| Err(Error::new("no grads today")),
+        &[x],
+        &[Array::scalar_f32(1.0)],
+    )
+    .unwrap_err();
     assert_eq!(e.message(), "no grads today");
 }
 
 #[test]
 fn vmap_checkpoint_custom_vjp() {
     // Row-wise dot product, vectorised over axis 0 of both inputs.
-    let dot = mx::vmap(|p: &[Array]| Ok(vec![mx::sum(&mx::multiply(&p[0], &p[1])?)?]), &[0, 0], &[0]).unwrap();
+    let dot = mx::vmap(
+        |p: &[Array]| Ok(vec![mx::sum(&mx::multiply(&p[0], &p[1])?)?]),
+        &[0, 0],
+        &[0],
+    )
+    .unwrap();
     let a = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
     let b = f32s(&[1.0, 1.0, 2.0, 0.5], &[2, 2]);
-    assert_eq!(dot.call(&[a.clone(), b.clone()]).unwrap()[0].to_vec_f32().unwrap(), vec![3.0, 8.0]);
+    assert_eq!(
+        dot.call(&[a.clone(), b.clone()]).unwrap()[0]
+            .to_vec_f32()
+            .unwrap(),
+        vec![3.0, 8.0]
+    );
     // Unmapped second input (-1) broadcast to every row.
     let v = f32s(&[10.0, 1.0], &[2]);
-    let dotv = mx::vmap(|p: &[Array]| Ok(vec![mx::sum(&mx::multiply(&p[0], &p[1])?)?]), &[0, -1], &[0]).unwrap();
-    assert_eq!(dotv.call(&[a.clone(), v]).unwrap()[0].to_vec_f32().unwrap(), vec![12.0, 34.0]);
+    let dotv = mx::vmap(
+        |p: &[Array]| Ok(vec![mx::sum(&mx::multiply(&p[0], &p[1])?)?]),
+        &[0, -1],
+        &[0],
+    )
+    .unwrap();
+    assert_eq!(
+        dotv.call(&[a.clone(), v]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![12.0, 34.0]
+    );
 
-    let ck = Rc::new(mx::checkpoint(|p: &[Array]| Ok(vec![mx::exp(&p[0])?, mx::square(&p[0])?])).unwrap());
+    let ck = Rc::new(
+        mx::checkpoint(|p: &[Array]| Ok(vec![mx::exp(&p[0])?, mx::square(&p[0])?])).unwrap(),
+    );
     let ck2 = ck.clone();
     let (out, g) = mx::vjp(
         move |p| {
@@ -646,20 +952,39 @@ fn vmap_checkpoint_custom_vjp() {
         &[Array::scalar_f32(1.0)],
     )
     .unwrap();
-    assert_close(&[out[0].item_f32().unwrap()], &[1.0 + std::f32::consts::E + 1.0], 1e-5);
-    assert_close(&g[0].to_vec_f32().unwrap(), &[1.0, std::f32::consts::E + 2.0], 1e-5);
+    assert_close(
+        &[out[0].item_f32().unwrap()],
+        &[1.0 + std::f32::consts::E + 1.0],
+        1e-5,
+    );
+    assert_close(
+        &g[0].to_vec_f32().unwrap(),
+        &[1.0, std::f32::consts::E + 2.0],
+        1e-5,
+    );
 
     // custom_vjp: identity forward, gradient replaced by 3 * cotangent.
     let cv = Rc::new(
-        mx::custom_vjp(|p: &[Array]| Ok(vec![p[0].clone()]), |_p: &[Array], c: &[Array], _o: &[Array]| {
-            Ok(vec![mx::multiply(&c[0], &Array::scalar_f32(3.0))?])
-        })
+        mx::custom_vjp(
+            |p: &[Array]| Ok(vec![p[0].clone()]),
+            |_p: &[Array], c: &[Array], _o: &[Array]| {
+                Ok(vec![mx::multiply(&c[0], &Array::scalar_f32(3.0))?])
+            },
+        )
         .unwrap(),
     );
     let cv2 = cv.clone();
-    let (_, g) = mx::vjp(move |p| cv2.call(p), [&a], &[mx::ones(&[2, 2], Dtype::F32).unwrap()]).unwrap();
+    let (_, g) = mx::vjp(
+        move |p| cv2.call(p),
+        [&a],
+        &[mx::ones(&[2, 2], Dtype::F32).unwrap()],
+    )
+    .unwrap();
     assert_eq!(g[0].to_vec_f32().unwrap(), vec![3.0; 4]);
-    assert_eq!(cv.call(&[a]).unwrap()[0].to_vec_f32().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(
+        cv.call(&[a]).unwrap()[0].to_vec_f32().unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0]
+    );
 }
 
 // ---------- memory ----------
@@ -675,35 +1000,59 @@ fn memory_figures_follow_a_big_array() {
     let big = mx::add(&big, &Array::scalar_f32(1.0)).unwrap();
     big.eval().unwrap();
     let during = memory::active();
-    assert!(during >= before + bytes, "active {before} -> {during}, expected +{bytes}");
+    assert!(
+        during >= before + bytes,
+        "active {before} -> {during}, expected +{bytes}"
+    );
     assert!(memory::peak() >= during);
     drop(big);
     let after = memory::active();
-    assert!(after + bytes <= during, "active after drop {after}, during {during}");
+    assert!(
+        after + bytes <= during,
+        "active after drop {after}, during {during}"
+    );
     // The CPU-only build has no buffer cache (always 0); Metal/CUDA keep
     // freed buffers there until clear_cache.
     let cached = memory::cache();
     memory::clear_cache();
-    assert!(memory::cache() <= cached && memory::cache() < bytes, "cache {cached} -> {}", memory::cache());
+    assert!(
+        memory::cache() <= cached && memory::cache() < bytes,
+        "cache {cached} -> {}",
+        memory::cache()
+    );
     memory::reset_peak();
-    assert!(memory::peak() < during, "peak after reset {} (during {during})", memory::peak());
+    assert!(
+        memory::peak() < during,
+        "peak after reset {} (during {during})",
+        memory::peak()
+    );
 }
 
 // ---------- errors ----------
 
 #[test]
 fn matmul_shape_mismatch_errs() {
-    let e = expect_err(mx::matmul(&f32s(&[1.0; 6], &[2, 3]), &f32s(&[1.0; 20], &[4, 5])), "[matmul]");
+    let e = expect_err(
+        mx::matmul(&f32s(&[1.0; 6], &[2, 3]), &f32s(&[1.0; 20], &[4, 5])),
+        "[matmul]",
+    );
     assert!(e.message().contains("Last dimension"), "{e}");
 }
 
 #[test]
 fn split_not_dividing_errs() {
-    expect_err(mx::split(&f32s(&[1.0; 5], &[5]), 2, 0), "does not result in sub arrays with equal size");
+    expect_err(
+        mx::split(&f32s(&[1.0; 5], &[5]), 2, 0),
+        "does not result in sub arrays with equal size",
+    );
     // "Invalid axis 3 passed to split ..." up to 0.31,
     // "[split] Axis 3 is out of bounds ..." since 0.32.
     let e = expect_err(mx::split(&f32s(&[1.0; 5], &[5]), 2, 3), "xis 3");
-    assert!(e.message().contains("split"), "{:?} does not name the op", e.message());
+    assert!(
+        e.message().contains("split"),
+        "{:?} does not name the op",
+        e.message()
+    );
 }
 
 #[test]
@@ -712,13 +1061,19 @@ fn out_of_range_axes_err() {
     expect_err(mx::sum_axis(&a, &[5], false), "Invalid axis");
     expect_err(mx::transpose_axes(&a, &[0, 2]), "[transpose] Invalid axis");
     expect_err(mx::transpose_axes(&a, &[0]), "[transpose]");
-    expect_err(mx::concatenate(&[a.clone(), f32s(&[1.0; 4], &[4])], 0), "[concatenate]");
+    expect_err(
+        mx::concatenate(&[a.clone(), f32s(&[1.0; 4], &[4])], 0),
+        "[concatenate]",
+    );
     expect_err(mx::reshape(&a, &[4, 2]), "[reshape]");
 }
 
 #[test]
 fn from_f32_length_mismatch_errs_before_mlx() {
-    let e = expect_err(Array::from_f32(&[1.0, 2.0, 3.0], &[2, 2]), "data has 3 elements but shape [2, 2] needs 4");
+    let e = expect_err(
+        Array::from_f32(&[1.0, 2.0, 3.0], &[2, 2]),
+        "data has 3 elements but shape [2, 2] needs 4",
+    );
     assert!(e.to_string().contains("from_f32"));
     expect_err(Array::from_i32(&[1], &[-1]), "negative dimension");
     // An empty array is fine.
@@ -728,7 +1083,10 @@ fn from_f32_length_mismatch_errs_before_mlx() {
 #[test]
 fn vjp_with_wrong_cotangent_count_errs() {
     let x = f32s(&[1.0], &[1]);
-    expect_err(mx::vjp(|p: &[Array]| Ok(vec![p[0].clone()]), [&x], &[] as &[Array]), "[vjp]");
+    expect_err(
+        mx::vjp(|p: &[Array]| Ok(vec![p[0].clone()]), [&x], &[] as &[Array]),
+        "[vjp]",
+    );
 }
 
 #[test]

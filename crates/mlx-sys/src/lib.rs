@@ -59,7 +59,10 @@ pub extern "C" fn mach_approximate_time() -> u64 {
     use std::time::{Instant, SystemTime, UNIX_EPOCH};
     static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
     let (start, offset) = ORIGIN.get_or_init(|| {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
         (Instant::now(), wall)
     });
     offset.wrapping_add(start.elapsed().as_nanos() as u64)

@@ -21,7 +21,16 @@ pub struct Config {
 impl Default for Config {
     /// The report's sizes: 24 blocks of 512x512 f32 = 24 MiB of weights.
     fn default() -> Self {
-        Config { cycles: 10, blocks: 24, dim: 512, batch: 8, shapes: 1, split: true, eval_outside: true, compile: true }
+        Config {
+            cycles: 10,
+            blocks: 24,
+            dim: 512,
+            batch: 8,
+            shapes: 1,
+            split: true,
+            eval_outside: true,
+            compile: true,
+        }
     }
 }
 
@@ -34,7 +43,10 @@ impl Config {
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let mut value = |name: &str| -> std::result::Result<i64, String> {
-                it.next().and_then(|v| v.parse().ok()).filter(|v| *v > 0).ok_or(format!("{name} needs a positive number"))
+                it.next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|v| *v > 0)
+                    .ok_or(format!("{name} needs a positive number"))
             };
             match a.as_str() {
                 "--cycles" => c.cycles = value(a)? as usize,
@@ -73,7 +85,10 @@ fn forward(weights: &[Array], x: &Array, split: bool) -> Result<Array> {
             let b = parts.pop().unwrap();
             (parts.pop().unwrap(), b)
         } else {
-            (mlx::slice(&h, &[0, 0], &[rows, cols / 2], &[1, 1])?, mlx::slice(&h, &[0, cols / 2], &[rows, cols], &[1, 1])?)
+            (
+                mlx::slice(&h, &[0, 0], &[rows, cols / 2], &[1, 1])?,
+                mlx::slice(&h, &[0, cols / 2], &[rows, cols], &[1, 1])?,
+            )
         };
         x = mlx::concatenate(&[b, a], -1)?;
     }
@@ -94,7 +109,13 @@ pub fn digest(a: &Array) -> Result<u64> {
 /// Runs the scenario, calling `on_cycle` after each cycle.
 pub fn run(cfg: &Config, mut on_cycle: impl FnMut(usize, &Cycle)) -> Result<Vec<Cycle>> {
     let inputs = (0..cfg.shapes)
-        .map(|i| mlx::random::normal(&[cfg.batch * (i + 1), cfg.dim], Dtype::F32, &mlx::random::key(0)))
+        .map(|i| {
+            mlx::random::normal(
+                &[cfg.batch * (i + 1), cfg.dim],
+                Dtype::F32,
+                &mlx::random::key(0),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     mlx::eval(&inputs)?;
     let mut cycles = Vec::new();
@@ -104,7 +125,13 @@ pub fn run(cfg: &Config, mut on_cycle: impl FnMut(usize, &Cycle)) -> Result<Vec<
         let mut d: u64 = 0;
         {
             let weights = (0..cfg.blocks)
-                .map(|i| mlx::random::normal(&[cfg.dim, cfg.dim], Dtype::F32, &mlx::random::key(1 + i as u64)))
+                .map(|i| {
+                    mlx::random::normal(
+                        &[cfg.dim, cfg.dim],
+                        Dtype::F32,
+                        &mlx::random::key(1 + i as u64),
+                    )
+                })
                 .collect::<Result<Vec<_>>>()?;
             if cfg.eval_outside {
                 mlx::eval(&weights)?;
@@ -126,7 +153,10 @@ pub fn run(cfg: &Config, mut on_cycle: impl FnMut(usize, &Cycle)) -> Result<Vec<
             // `compiled`, the closure and `weights` all drop here.
         }
         mlx::synchronize()?;
-        let c = Cycle { retained_bytes: mlx::memory::active() as i64 - base, digest: d };
+        let c = Cycle {
+            retained_bytes: mlx::memory::active() as i64 - base,
+            digest: d,
+        };
         on_cycle(cycle, &c);
         cycles.push(c);
     }

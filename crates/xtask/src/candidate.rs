@@ -7,38 +7,80 @@ use std::path::PathBuf;
 use std::process::Command;
 
 pub fn run(args: &[String]) -> Result<()> {
-    let [name, patches @ ..] = args else { return Err(USAGE.into()) };
+    let [name, patches @ ..] = args else {
+        return Err(USAGE.into());
+    };
     if patches.is_empty() || name.contains('/') {
         return Err(USAGE.into());
     }
-    let patches: Vec<PathBuf> = patches.iter().map(|p| std::fs::canonicalize(p).map_err(|e| format!("{p}: {e}"))).collect::<Result<_>>()?;
+    let patches: Vec<PathBuf> = patches
+        .iter()
+        .map(|p| std::fs::canonicalize(p).map_err(|e| format!("{p}: {e}")))
+        .collect::<Result<_>>()?;
     crate::deps::install()?;
     let mut opts = options()?;
     opts.tests = true;
     let mlx = mlx_patched::build_experiment(name, &patches, &opts).map_err(|e| e.to_string())?;
     println!(
         "candidate `{name}`: the control (upstream + the series' tests/ changes) + {}, in {}{}",
-        patches.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" "),
+        patches
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
         mlx.prefix.display(),
-        mlx.built_on.as_ref().map(|b| format!(" (compiled on the {b} build)")).unwrap_or_default()
+        mlx.built_on
+            .as_ref()
+            .map(|b| format!(" (compiled on the {b} build)"))
+            .unwrap_or_default()
     );
 
-    let leak = run_probe("the report's scenario (C++ API)", Command::new(cpp_probe(&mlx, "leak_scenario")?).args(["--cycles", "3"]))?;
-    println!("   => {:.2} MiB retained per cycle (pristine: 24.00, patched: 0.00)", leak.mib_per_cycle);
+    let leak = run_probe(
+        "the report's scenario (C++ API)",
+        Command::new(cpp_probe(&mlx, "leak_scenario")?).args(["--cycles", "3"]),
+    )?;
+    println!(
+        "   => {:.2} MiB retained per cycle (pristine: 24.00, patched: 0.00)",
+        leak.mib_per_cycle
+    );
 
     println!("-- held output of an unevaluated multi-output op");
-    let held = Command::new(cpp_probe(&mlx, "held_output")?).output().map_err(|e| e.to_string())?;
-    print!("{}{}", String::from_utf8_lossy(&held.stdout), String::from_utf8_lossy(&held.stderr));
+    let held = Command::new(cpp_probe(&mlx, "held_output")?)
+        .output()
+        .map_err(|e| e.to_string())?;
+    print!(
+        "{}{}",
+        String::from_utf8_lossy(&held.stdout),
+        String::from_utf8_lossy(&held.stderr)
+    );
     println!("   => {}", held.status);
 
     println!("-- MLX's own suite");
     let exclude = mlx_patched::mlx_tests_filter();
-    let suite = Command::new(&mlx.mlx_tests).args(["--no-colors", &exclude]).output().map_err(|e| e.to_string())?;
+    let suite = Command::new(&mlx.mlx_tests)
+        .args(["--no-colors", &exclude])
+        .output()
+        .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&suite.stdout);
-    for line in text.lines().filter(|l| l.starts_with("TEST CASE:") || l.starts_with("[doctest] test cases") || l.contains("Status:")) {
+    for line in text.lines().filter(|l| {
+        l.starts_with("TEST CASE:")
+            || l.starts_with("[doctest] test cases")
+            || l.contains("Status:")
+    }) {
         println!("   {line}");
     }
-    print!("{}", String::from_utf8_lossy(&suite.stderr).lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().map(|l| format!("   {l}\n")).collect::<String>());
+    print!(
+        "{}",
+        String::from_utf8_lossy(&suite.stderr)
+            .lines()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .map(|l| format!("   {l}\n"))
+            .collect::<String>()
+    );
     println!("   => {}", suite.status);
     Ok(())
 }

@@ -14,19 +14,41 @@ pub struct Summary {
 
 pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     println!("-- {label}");
-    let out = cmd.output().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     let records = parse_records(&String::from_utf8_lossy(&out.stdout));
     for r in records.iter().filter(|r| r.kind == "cycle") {
-        let bytes = r.number("retained_bytes").map(|b| b as f64).unwrap_or(f64::NAN);
-        println!("   cycle {:>2}: {:>6.2} MiB retained", r.value("cycle").unwrap_or("?"), bytes / (1024.0 * 1024.0));
+        let bytes = r
+            .number("retained_bytes")
+            .map(|b| b as f64)
+            .unwrap_or(f64::NAN);
+        println!(
+            "   cycle {:>2}: {:>6.2} MiB retained",
+            r.value("cycle").unwrap_or("?"),
+            bytes / (1024.0 * 1024.0)
+        );
     }
     if !out.status.success() {
-        return Err(format!("{label} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{label} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     // `summary cycles N retained_mib_per_cycle X digest D`
-    let summary = records.iter().find(|r| r.kind == "summary").ok_or_else(|| format!("{label} printed no summary"))?;
-    let mib = summary.value("retained_mib_per_cycle").and_then(|m| m.parse().ok()).ok_or_else(|| format!("bad summary: {summary:?}"))?;
-    Ok(Summary { mib_per_cycle: mib, digest: summary.value("digest").unwrap_or_default().to_string() })
+    let summary = records
+        .iter()
+        .find(|r| r.kind == "summary")
+        .ok_or_else(|| format!("{label} printed no summary"))?;
+    let mib = summary
+        .value("retained_mib_per_cycle")
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("bad summary: {summary:?}"))?;
+    Ok(Summary {
+        mib_per_cycle: mib,
+        digest: summary.value("digest").unwrap_or_default().to_string(),
+    })
 }
 
 /// A C++ probe of `crates/probes/cpp/` linked against a build's prefix.
@@ -34,7 +56,13 @@ pub fn cpp_probe(mlx: &mlx_patched::Artifacts, probe: &str) -> Result<std::path:
     let dir = target_dir()?.join("probes");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let exe = dir.join(format!("{probe}-{}", mlx.name));
-    mlx_patched::compile_program(mlx, &mlx_patched::probes::source(probe), &exe, &Env::process()).map_err(|e| e.to_string())?;
+    mlx_patched::compile_program(
+        mlx,
+        &mlx_patched::probes::source(probe),
+        &exe,
+        &Env::process(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok(exe)
 }
 
@@ -47,11 +75,18 @@ pub fn run(args: &[String]) -> Result<()> {
     deps::install()?;
     // The libraries only: MLX's own tests are built by `cargo xtask test`.
     let started = std::time::Instant::now();
-    let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?).map_err(|e| e.to_string())?;
+    let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?)
+        .map_err(|e| e.to_string())?;
     if variants.iter().any(|v| !v.cached) {
-        eprintln!("both variants built in {}", mlx_patched::progress::elapsed(started.elapsed()));
+        eprintln!(
+            "both variants built in {}",
+            mlx_patched::progress::elapsed(started.elapsed())
+        );
     }
-    eprintln!("building the probes (the Rust API through cargo, the C++ program with {})", Env::process().cxx_or_default().to_string_lossy());
+    eprintln!(
+        "building the probes (the Rust API through cargo, the C++ program with {})",
+        Env::process().cxx_or_default().to_string_lossy()
+    );
 
     println!(
         "\nThe report's scenario: 24 blocks of 512x512 f32 weights (24.0 MiB), evaluated outside the\n\
@@ -60,9 +95,19 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut rows = Vec::new();
     for mlx in &variants {
         let exe = cpp_probe(mlx, "leak_scenario")?;
-        let cpp = run_probe(&format!("C++ API, {} ({})", mlx.name, mlx.prefix.display()), Command::new(&exe).args(["--cycles", &cycles]))?;
+        let cpp = run_probe(
+            &format!("C++ API, {} ({})", mlx.name, mlx.prefix.display()),
+            Command::new(&exe).args(["--cycles", &cycles]),
+        )?;
         let mut rust_cmd = cargo();
-        rust_cmd.args(["run", "--quiet", "--package", "mlx-probes", "--bin", "leak-scenario"]);
+        rust_cmd.args([
+            "run",
+            "--quiet",
+            "--package",
+            "mlx-probes",
+            "--bin",
+            "leak-scenario",
+        ]);
         if mlx.name == "pristine" {
             rust_cmd.args(["--features", "pristine"]);
         }
@@ -70,12 +115,23 @@ pub fn run(args: &[String]) -> Result<()> {
         let rust = run_probe(&format!("Rust API, {}", mlx.name), &mut rust_cmd)?;
         rows.push((mlx.name.clone(), cpp, rust));
     }
-    println!("\n{:<10} {:>22} {:>22}   output digest", "variant", "C++ API retained", "Rust API retained");
+    println!(
+        "\n{:<10} {:>22} {:>22}   output digest",
+        "variant", "C++ API retained", "Rust API retained"
+    );
     for (variant, cpp, rust) in &rows {
-        println!("{:<10} {:>13.2} MiB/cycle {:>13.2} MiB/cycle   {}", variant, cpp.mib_per_cycle, rust.mib_per_cycle, cpp.digest);
+        println!(
+            "{:<10} {:>13.2} MiB/cycle {:>13.2} MiB/cycle   {}",
+            variant, cpp.mib_per_cycle, rust.mib_per_cycle, cpp.digest
+        );
     }
-    let same = rows.iter().all(|(_, c, r)| c.digest == rows[0].1.digest && r.digest == rows[0].1.digest);
-    println!("outputs bit-identical across variants and APIs: {}", if same { "yes" } else { "NO" });
+    let same = rows
+        .iter()
+        .all(|(_, c, r)| c.digest == rows[0].1.digest && r.digest == rows[0].1.digest);
+    println!(
+        "outputs bit-identical across variants and APIs: {}",
+        if same { "yes" } else { "NO" }
+    );
     if !same {
         return Err("the variants computed different outputs".into());
     }

@@ -16,19 +16,30 @@ fn is_installed(pkg: &str) -> bool {
 }
 
 fn have(cmd: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).output().is_ok_and(|o| o.status.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 pub fn install() -> Result<()> {
-    let wanted: Vec<&str> = mlx_patched::DEBIAN_PACKAGES.iter().chain(TEST_PACKAGES).copied().collect();
+    let wanted: Vec<&str> = mlx_patched::DEBIAN_PACKAGES
+        .iter()
+        .chain(TEST_PACKAGES)
+        .copied()
+        .collect();
     if !have("apt-get") || !have("dpkg-query") {
         if cfg!(target_os = "macos") {
-            return mlx_patched::check_system(mlx_patched::Backend::Metal).map_err(|e| e.to_string());
+            return mlx_patched::check_system(mlx_patched::Backend::Metal)
+                .map_err(|e| e.to_string());
         }
         // Not Debian: the build's own check names what is missing.
         mlx_patched::check_system(mlx_patched::Backend::Cpu).map_err(|e| e.to_string())?;
         if !have("valgrind") {
-            return Err("the test suite needs valgrind; install it with your system's package manager".into());
+            return Err(
+                "the test suite needs valgrind; install it with your system's package manager"
+                    .into(),
+            );
         }
         return Ok(());
     }
@@ -36,7 +47,10 @@ pub fn install() -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     let sudo: &[&str] = if is_root {
         &[]
     } else if have("sudo") {

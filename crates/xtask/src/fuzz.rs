@@ -39,15 +39,43 @@ struct Args {
 }
 
 fn parse(args: &[String]) -> Result<Args> {
-    let mut a = Args { variant: String::new(), target: None, minutes: 1.0, programs: None, seed: 1, sanitizer: None, release: true };
+    let mut a = Args {
+        variant: String::new(),
+        target: None,
+        minutes: 1.0,
+        programs: None,
+        seed: 1,
+        sanitizer: None,
+        release: true,
+    };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let mut value = || it.next().cloned().ok_or_else(|| format!("{arg} needs a value\n{USAGE}"));
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
+        };
         match arg.as_str() {
-            "--minutes" => a.minutes = value()?.parse().map_err(|_| format!("--minutes: a number\n{USAGE}"))?,
-            "--programs" => a.programs = Some(value()?.parse().map_err(|_| format!("--programs: a number\n{USAGE}"))?),
-            "--seed" => a.seed = value()?.parse().map_err(|_| format!("--seed: a number\n{USAGE}"))?,
-            "--sanitizer" => a.sanitizer = Some(Sanitizer::parse(&value()?).map_err(|e| e.to_string())?),
+            "--minutes" => {
+                a.minutes = value()?
+                    .parse()
+                    .map_err(|_| format!("--minutes: a number\n{USAGE}"))?
+            }
+            "--programs" => {
+                a.programs = Some(
+                    value()?
+                        .parse()
+                        .map_err(|_| format!("--programs: a number\n{USAGE}"))?,
+                )
+            }
+            "--seed" => {
+                a.seed = value()?
+                    .parse()
+                    .map_err(|_| format!("--seed: a number\n{USAGE}"))?
+            }
+            "--sanitizer" => {
+                a.sanitizer = Some(Sanitizer::parse(&value()?).map_err(|e| e.to_string())?)
+            }
             "--target" => a.target = Some(value()?),
             "--debug" => a.release = false,
             v if a.variant.is_empty() && !v.starts_with('-') => a.variant = v.to_string(),
@@ -56,7 +84,11 @@ fn parse(args: &[String]) -> Result<Args> {
     }
     match (&a.target, a.variant.as_str()) {
         (Some(_), "") => a.variant = "pristine".into(),
-        (Some(_), _) => return Err(format!("--target fuzzes upstream's tree as it is: no variant\n{USAGE}")),
+        (Some(_), _) => {
+            return Err(format!(
+                "--target fuzzes upstream's tree as it is: no variant\n{USAGE}"
+            ))
+        }
         (None, "patched" | "pristine") => {}
         _ => return Err(USAGE.into()),
     }
@@ -78,7 +110,14 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     }
     let dir = target_dir()?.join("fuzz");
     let mut cmd = cargo();
-    cmd.args(["build", "--bin", "mlx-fuzz-worker", "-p", "mlx-fork", "--message-format=json-render-diagnostics"]);
+    cmd.args([
+        "build",
+        "--bin",
+        "mlx-fuzz-worker",
+        "-p",
+        "mlx-fork",
+        "--message-format=json-render-diagnostics",
+    ]);
     if a.release {
         cmd.arg("--release");
     }
@@ -87,7 +126,11 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     }
     // A target dir per build flavour, so they do not rebuild each other;
     // MLX itself is shared with every other build of the same variant.
-    let flavour = format!("{}{}", if a.target.is_some() { "target-" } else { "" }, a.sanitizer.map(|s| s.suffix()).unwrap_or("plain"));
+    let flavour = format!(
+        "{}{}",
+        if a.target.is_some() { "target-" } else { "" },
+        a.sanitizer.map(|s| s.suffix()).unwrap_or("plain")
+    );
     cmd.env("CARGO_TARGET_DIR", dir.join(format!("cargo-{flavour}")));
     let mut build_dir = target_dir()?.join("mlx");
     if let Some(t) = &a.target {
@@ -97,51 +140,104 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
         build_dir = work.join("upstream").join("mlx");
-        cmd.env("MLX_SOURCE_DIR", &tree.dir).env("MLX_PATCHED_SERIES_DIR", &empty);
+        cmd.env("MLX_SOURCE_DIR", &tree.dir)
+            .env("MLX_PATCHED_SERIES_DIR", &empty);
     }
     cmd.env("MLX_PATCHED_BUILD_DIR", &build_dir);
     if let Some(s) = a.sanitizer {
         cmd.env("MLX_PATCHED_SANITIZER", s.name());
     }
     eprintln!("fuzz: building the {profile} worker for {label}");
-    let out = cmd.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot run cargo: {e}"))?;
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !out.status.success() {
         return Err(format!("building the fuzz worker for {label} failed"));
     }
     let exe = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|m| (m["target"]["name"] == "mlx-fuzz-worker").then(|| m["executable"].as_str().map(PathBuf::from)).flatten())
+        .find_map(|m| {
+            (m["target"]["name"] == "mlx-fuzz-worker")
+                .then(|| m["executable"].as_str().map(PathBuf::from))
+                .flatten()
+        })
         .ok_or("cargo reported no mlx-fuzz-worker executable")?;
     let (mut env, mut launch, mut program) = (Vec::new(), Vec::new(), exe.clone());
     if let Some(s) = a.sanitizer {
         // A Rust binary does not link the runtime: the dynamic loader
         // preloads it for the worker alone (see sanitize::scenarios).
         program = crate::sanitize::elf::interpreter(&exe)?;
-        launch = vec!["--preload".to_string(), crate::sanitize::scenarios::runtime_library(s)?.display().to_string(), exe.display().to_string()];
+        launch = vec![
+            "--preload".to_string(),
+            crate::sanitize::scenarios::runtime_library(s)?
+                .display()
+                .to_string(),
+            exe.display().to_string(),
+        ];
         // Leaks are the fuzzer's own oracle (memory and the census); LSan at
         // exit would report MLX's process-lifetime singletons.
-        env.push(("ASAN_OPTIONS".to_string(), "detect_leaks=0:abort_on_error=1".to_string()));
-        env.push(("UBSAN_OPTIONS".to_string(), "print_stacktrace=1:halt_on_error=1".to_string()));
+        env.push((
+            "ASAN_OPTIONS".to_string(),
+            "detect_leaks=0:abort_on_error=1".to_string(),
+        ));
+        env.push((
+            "UBSAN_OPTIONS".to_string(),
+            "print_stacktrace=1:halt_on_error=1".to_string(),
+        ));
     }
-    Ok((Worker { exe: program, launch, env, timeout: Duration::from_secs(60) }, label))
+    Ok((
+        Worker {
+            exe: program,
+            launch,
+            env,
+            timeout: Duration::from_secs(60),
+        },
+        label,
+    ))
 }
 
 fn print_program(args: &[String]) -> Result<()> {
-    let [seed, index] = args else { return Err(USAGE.into()) };
-    let (seed, index) = (seed.parse().map_err(|_| USAGE)?, index.parse().map_err(|_| USAGE)?);
-    print!("{}", cpp::print(&mlx_fuzz::program_of_seed(seed, index), &format!("mlx-fuzz program {index} of seed {seed}")));
+    let [seed, index] = args else {
+        return Err(USAGE.into());
+    };
+    let (seed, index) = (
+        seed.parse().map_err(|_| USAGE)?,
+        index.parse().map_err(|_| USAGE)?,
+    );
+    print!(
+        "{}",
+        cpp::print(
+            &mlx_fuzz::program_of_seed(seed, index),
+            &format!("mlx-fuzz program {index} of seed {seed}")
+        )
+    );
     Ok(())
 }
 
 fn replay(args: &[String]) -> Result<()> {
-    let [variant, file] = args else { return Err(USAGE.into()) };
+    let [variant, file] = args else {
+        return Err(USAGE.into());
+    };
     let a = parse(std::slice::from_ref(variant))?;
     let (w, label) = worker(&a)?;
-    let p = Program::from_json(&std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?)?;
+    let p =
+        Program::from_json(&std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?)?;
     let e = w.run_program(&p)?;
     let findings = e.findings();
-    println!("{file} on {label}: {}", if findings.is_empty() { "no finding".to_string() } else { findings.iter().map(|f| format!("{} ({})", f.kind.name(), f.detail)).collect::<Vec<_>>().join(", ") });
+    println!(
+        "{file} on {label}: {}",
+        if findings.is_empty() {
+            "no finding".to_string()
+        } else {
+            findings
+                .iter()
+                .map(|f| format!("{} ({})", f.kind.name(), f.detail))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
     Ok(())
 }
 
@@ -168,31 +264,60 @@ pub fn run(args: &[String]) -> Result<()> {
         w.run_seeds(a.seed, next, count, |e| {
             tally.add(&e);
             for f in e.findings() {
-                if !first_of.iter().any(|(g, _)| mlx_fuzz::oracle::same_failure(g, &f)) {
+                if !first_of
+                    .iter()
+                    .any(|(g, _)| mlx_fuzz::oracle::same_failure(g, &f))
+                {
                     first_of.push((f, e.index()));
                 }
             }
         })?;
         next += count;
         if last_report.elapsed() > Duration::from_secs(30) {
-            eprintln!("fuzz {label}: {} after {}", tally.summary(), mlx_patched::progress::elapsed(started.elapsed()));
+            eprintln!(
+                "fuzz {label}: {} after {}",
+                tally.summary(),
+                mlx_patched::progress::elapsed(started.elapsed())
+            );
             last_report = Instant::now();
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    println!("fuzz {label}, seed {}: {} in {}", a.seed, tally.summary(), mlx_patched::progress::elapsed(started.elapsed()));
+    println!(
+        "fuzz {label}, seed {}: {} in {}",
+        a.seed,
+        tally.summary(),
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
     println!("{:.0} programs/s", tally.programs as f64 / secs);
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
         let p = mlx_fuzz::program_of_seed(a.seed, *i);
         let (small, tried) = shrink_finding(&w, &p, f, Confirm::AnyOf(2));
         let stem = format!("{}-{}-{i}", f.kind.name(), a.seed);
         let title = format!("mlx-fuzz finding on {label}: {} {} (program {i} of seed {}, shrunk from {} to {} statements)", f.kind.name(), f.detail, a.seed, p.len(), small.len());
-        std::fs::write(out.join("findings").join(format!("{stem}.json")), small.to_json()).map_err(|e| e.to_string())?;
-        std::fs::write(out.join("findings").join(format!("{stem}.cpp")), cpp::print(&small, &title)).map_err(|e| e.to_string())?;
-        println!("finding: {} {} at program {i}: shrunk to {} statements in {tried} tries: {}", f.kind.name(), f.detail, small.len(), out.join("findings").join(format!("{stem}.cpp")).display());
+        std::fs::write(
+            out.join("findings").join(format!("{stem}.json")),
+            small.to_json(),
+        )
+        .map_err(|e| e.to_string())?;
+        std::fs::write(
+            out.join("findings").join(format!("{stem}.cpp")),
+            cpp::print(&small, &title),
+        )
+        .map_err(|e| e.to_string())?;
+        println!(
+            "finding: {} {} at program {i}: shrunk to {} statements in {tried} tries: {}",
+            f.kind.name(),
+            f.detail,
+            small.len(),
+            out.join("findings").join(format!("{stem}.cpp")).display()
+        );
     }
     if first_of.len() > SHRINK_AT_MOST {
-        println!("({} more distinct findings not shrunk)", first_of.len() - SHRINK_AT_MOST);
+        println!(
+            "({} more distinct findings not shrunk)",
+            first_of.len() - SHRINK_AT_MOST
+        );
     }
     Ok(())
 }

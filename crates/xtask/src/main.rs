@@ -105,7 +105,10 @@ fn cargo() -> Command {
 }
 
 fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
 }
 
 fn target_dir() -> Result<PathBuf> {
@@ -118,14 +121,18 @@ fn target_dir() -> Result<PathBuf> {
         .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let key = "\"target_directory\":\"";
-    let start = text.find(key).ok_or("cargo metadata printed no target_directory")? + key.len();
+    let start = text
+        .find(key)
+        .ok_or("cargo metadata printed no target_directory")?
+        + key.len();
     let end = start + text[start..].find('"').ok_or("malformed cargo metadata")?;
     Ok(PathBuf::from(&text[start..end]))
 }
 
 /// Options for builds run by xtask: progress on stderr, library only.
 fn options() -> Result<Options> {
-    let mut opts = Options::from_env(Env::process(), &target_dir()?, false).map_err(|e| e.to_string())?;
+    let mut opts =
+        Options::from_env(Env::process(), &target_dir()?, false).map_err(|e| e.to_string())?;
     opts.progress = Progress::for_stderr();
     Ok(opts)
 }
@@ -142,7 +149,9 @@ fn variants_to_build() -> Vec<Variant> {
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -151,7 +160,9 @@ fn run(cmd: &mut Command) -> Result<()> {
 }
 
 fn prefix(args: &[String]) -> Result<()> {
-    let [variant] = args else { return Err("usage: cargo xtask prefix <variant>   (patched, pristine, suggested)".into()) };
+    let [variant] = args else {
+        return Err("usage: cargo xtask prefix <variant>   (patched, pristine, suggested)".into());
+    };
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
     println!("{}", mlx.prefix.display());
@@ -173,14 +184,17 @@ fn docs(args: &[String]) -> Result<()> {
         return Err("usage: cargo xtask docs".into());
     }
     let path = workspace_root().join(mlx_patched::VARIABLES_PAGE);
-    std::fs::write(&path, mlx_patched::variables_markdown()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, mlx_patched::variables_markdown())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     println!("{}", path.display());
     Ok(())
 }
 
 /// MLX's doctest suite of one variant, as built with that variant.
 fn mlx_tests(args: &[String]) -> Result<()> {
-    let [variant, doctest_args @ ..] = args else { return Err("usage: cargo xtask mlx-tests <patched|pristine> [doctest args]".into()) };
+    let [variant, doctest_args @ ..] = args else {
+        return Err("usage: cargo xtask mlx-tests <patched|pristine> [doctest args]".into());
+    };
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     let mut opts = options()?;
     opts.tests = true;
@@ -199,7 +213,10 @@ fn test() -> Result<()> {
     let mut opts = options()?;
     opts.tests = true;
     mlx_patched::build_all(&variants_to_build(), &opts).map_err(|e| e.to_string())?;
-    eprintln!("all variants built in {}", mlx_patched::progress::elapsed(started.elapsed()));
+    eprintln!(
+        "all variants built in {}",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
 
     // The table of this run only: tests append to it while they run.
     let report = target_dir()?.join("suite-report");
@@ -210,11 +227,24 @@ fn test() -> Result<()> {
     // The drop-in mlx-sys is tested on its own: it compiles mlx-c, which may
     // not support a rebase's target yet, and that must not stop every other
     // Rust test from running.
-    patched.args(["test", "--workspace", "--exclude", "mlx-sys", "--no-fail-fast"]);
+    patched.args([
+        "test",
+        "--workspace",
+        "--exclude",
+        "mlx-sys",
+        "--no-fail-fast",
+    ]);
     let mut sys = cargo();
     sys.args(["test", "--package", "mlx-sys", "--no-fail-fast"]);
     let mut control = cargo();
-    control.args(["test", "--no-fail-fast", "--package", "mlx-fork", "--features", "pristine"]);
+    control.args([
+        "test",
+        "--no-fail-fast",
+        "--package",
+        "mlx-fork",
+        "--features",
+        "pristine",
+    ]);
     for t in PRISTINE_PASS {
         control.args(["--test", t]);
     }
@@ -240,7 +270,11 @@ fn test() -> Result<()> {
         Ok((p, f)) => {
             passed += p;
             failed += f;
-            if f == 0 { Ok(()) } else { Err(format!("{f} mlx-rs checks failed")) }
+            if f == 0 {
+                Ok(())
+            } else {
+                Err(format!("{f} mlx-rs checks failed"))
+            }
         }
         Err(e) => {
             println!("FAILED: the mlx-rs check: {e}");
@@ -256,7 +290,11 @@ fn test() -> Result<()> {
             for e in &f {
                 println!("FAILED: {e}");
             }
-            if f.is_empty() { Ok(()) } else { Err(format!("{} Python checks failed", f.len())) }
+            if f.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} Python checks failed", f.len()))
+            }
         }
         Err(e) => {
             println!("FAILED: the Python check: {e}");
@@ -266,7 +304,11 @@ fn test() -> Result<()> {
     };
     if !extra_rows.is_empty() {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&rows).map_err(|e| e.to_string())?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&rows)
+            .map_err(|e| e.to_string())?;
         for row in &extra_rows {
             writeln!(f, "{row}").map_err(|e| e.to_string())?;
         }
@@ -275,14 +317,20 @@ fn test() -> Result<()> {
     if outcome.is_ok() && mlx_rs.is_ok() && python.is_ok() {
         // The figures belong to this tree and series: `upstream-pr` quotes
         // them only while both are unchanged.
-        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
+            .map_err(|e| e.to_string())?;
         std::fs::write(report.join("measured-for"), fingerprint).map_err(|e| e.to_string())?;
     }
 
     // The tree is upstream's release: its files against the official wheels.
     let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
     let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
-    let provenance = match provenance::check(&version, &upstream.dir, pinned, &target_dir()?.join("provenance").join(&version))? {
+    let provenance = match provenance::check(
+        &version,
+        &upstream.dir,
+        pinned,
+        &target_dir()?.join("provenance").join(&version),
+    )? {
         provenance::Outcome::Skipped(why) => {
             println!("\nprovenance: skipped: {why}");
             Ok(())
@@ -291,15 +339,24 @@ fn test() -> Result<()> {
             println!("\nprovenance: {}", f.summary());
             passed += f.identical() as u32;
             failed += !f.identical() as u32;
-            if f.identical() { Ok(()) } else { Err("the tree differs from the official wheels of its release".to_string()) }
+            if f.identical() {
+                Ok(())
+            } else {
+                Err("the tree differs from the official wheels of its release".to_string())
+            }
         }
     };
 
     // The sanitizer run is too long for CI: its recorded report must belong
     // to this tree, series and probes (a rebase's trial tree is not checked).
     let mut sanitized = Ok(());
-    if matches!(upstream.origin, mlx_patched::Origin::Pinned) && opts.patches_dir == mlx_patched::patch::series_dir() {
-        for sanitizer in [mlx_patched::Sanitizer::Address, mlx_patched::Sanitizer::Thread] {
+    if matches!(upstream.origin, mlx_patched::Origin::Pinned)
+        && opts.patches_dir == mlx_patched::patch::series_dir()
+    {
+        for sanitizer in [
+            mlx_patched::Sanitizer::Address,
+            mlx_patched::Sanitizer::Thread,
+        ] {
             match sanitize::check_recorded(sanitizer, &opts) {
                 Ok(summary) => {
                     println!("recorded {} run: current, {summary}", sanitizer.name());
@@ -327,23 +384,39 @@ fn test() -> Result<()> {
     passed += (upstream_pr.is_ok() && !series.is_empty()) as u32;
     failed += upstream_pr.is_err() as u32;
     print_summary(&rows);
-    println!("\nxtask test: {passed} passed, {failed} failed ({})", mlx_patched::progress::elapsed(started.elapsed()));
-    outcome.and(mlx_rs).and(python).and(provenance).and(sanitized).and(upstream_pr)
+    println!(
+        "\nxtask test: {passed} passed, {failed} failed ({})",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
+    outcome
+        .and(mlx_rs)
+        .and(python)
+        .and(provenance)
+        .and(sanitized)
+        .and(upstream_pr)
 }
 
 /// Runs `cargo test`, echoing its output and adding up its result lines.
 fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus)> {
     use std::io::{BufRead, BufReader};
-    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     // A test binary that could not start or crashed prints no result line;
     // cargo names it on stderr (a binary with failed tests exits with 101):
     // one failure each.
     let stderr = child.stderr.take().unwrap();
     let broken = std::thread::spawn(move || {
         let mut n = 0;
-        for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
+        for line in BufReader::new(stderr)
+            .lines()
+            .map_while(std::result::Result::ok)
+        {
             eprintln!("{line}");
-            n += (line.contains("process didn't exit successfully") && !line.contains("(exit status: 101)")) as u32;
+            n += (line.contains("process didn't exit successfully")
+                && !line.contains("(exit status: 101)")) as u32;
         }
         n
     });
@@ -353,8 +426,17 @@ fn run_counting(cmd: &mut Command) -> Result<(u32, u32, std::process::ExitStatus
         println!("{line}");
         // test result: ok. 4 passed; 0 failed; 0 ignored; ...
         if let Some(rest) = line.strip_prefix("test result: ") {
-            let words: Vec<&str> = rest.split_whitespace().map(|w| w.trim_end_matches([';', '.'])).collect();
-            let count = |what: &str| words.windows(2).find(|w| w[1] == what).and_then(|w| w[0].parse::<u32>().ok()).unwrap_or(0);
+            let words: Vec<&str> = rest
+                .split_whitespace()
+                .map(|w| w.trim_end_matches([';', '.']))
+                .collect();
+            let count = |what: &str| {
+                words
+                    .windows(2)
+                    .find(|w| w[1] == what)
+                    .and_then(|w| w[0].parse::<u32>().ok())
+                    .unwrap_or(0)
+            };
             passed += count("passed");
             failed += count("failed");
         }
@@ -390,7 +472,9 @@ fn print_summary(rows: &std::path::Path) {
         let mut cells = Vec::new();
         let mut identical = "?";
         for cell in &cols[1..] {
-            let Some((key, value)) = cell.split_once('=') else { continue };
+            let Some((key, value)) = cell.split_once('=') else {
+                continue;
+            };
             if key == "bit-identical" {
                 identical = value;
             } else {
@@ -413,7 +497,11 @@ fn print_summary(rows: &std::path::Path) {
     for (scenario, cells, identical) in &table {
         let mut line = format!("{scenario:width$}");
         for n in &names {
-            let v = cells.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()).unwrap_or("-");
+            let v = cells
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("-");
             line += &format!(" | {v:>12}");
         }
         println!("{line} | {identical}");

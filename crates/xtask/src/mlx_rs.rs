@@ -73,15 +73,32 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> 
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!("{} {args:?} failed ({}):\n{stdout}{}", exe.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{} {args:?} failed ({}):\n{stdout}{}",
+            exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-    let mut run = Run { retained: Vec::new(), digests: Vec::new() };
+    let mut run = Run {
+        retained: Vec::new(),
+        digests: Vec::new(),
+    };
     for r in parse_records(&stdout).iter().filter(|r| r.kind == "cycle") {
-        run.retained.push(r.number("retained_bytes").ok_or(format!("no retained_bytes in {r:?}"))?);
-        run.digests.push(r.value("digest").ok_or(format!("no digest in {r:?}"))?.to_string());
+        run.retained.push(
+            r.number("retained_bytes")
+                .ok_or(format!("no retained_bytes in {r:?}"))?,
+        );
+        run.digests.push(
+            r.value("digest")
+                .ok_or(format!("no digest in {r:?}"))?
+                .to_string(),
+        );
     }
     Ok(run)
 }
@@ -92,7 +109,9 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> 
 fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathBuf)>> {
     let root = crate::options()?.root;
     Ok(match variant {
-        Variant { name: "patched", .. } => vec![("MLX_PATCHED_BUILD_DIR", root)],
+        Variant {
+            name: "patched", ..
+        } => vec![("MLX_PATCHED_BUILD_DIR", root)],
         _ => vec![("MLX_SYS_PREFIX", mlx.prefix.clone())],
     })
 }
@@ -101,18 +120,32 @@ fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathB
 fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     let target = target_dir()?.join("mlx-rs").join(variant.name);
     let mut build = cargo();
-    build.args(["build", "--quiet", "--manifest-path", "tests/mlx-rs/Cargo.toml"]).env("CARGO_TARGET_DIR", &target);
+    build
+        .args([
+            "build",
+            "--quiet",
+            "--manifest-path",
+            "tests/mlx-rs/Cargo.toml",
+        ])
+        .env("CARGO_TARGET_DIR", &target);
     for (k, v) in sys_env(variant, mlx)? {
         build.env(k, v);
     }
-    eprintln!("building tests/mlx-rs (mlx-rs 0.33 + the drop-in mlx-sys) against {}", variant.name);
+    eprintln!(
+        "building tests/mlx-rs (mlx-rs 0.33 + the drop-in mlx-sys) against {}",
+        variant.name
+    );
     crate::run(&mut build)?;
     Ok(target.join("debug/mlx-rs-leak-scenario"))
 }
 
 /// The report's cell over 10 cycles, the others over 3 (all at the
 /// report's sizes).
-const CELLS: &[(Cell, &str)] = &[(Cell::REPORT, "10"), (Cell::SLICES, "3"), (Cell::NOT_EVALUATED, "3")];
+const CELLS: &[(Cell, &str)] = &[
+    (Cell::REPORT, "10"),
+    (Cell::SLICES, "3"),
+    (Cell::NOT_EVALUATED, "3"),
+];
 
 /// The proof: returns (checks passed, failures).
 fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
@@ -127,51 +160,96 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
             let args: Vec<&str> = ["--cycles", cycles].into_iter().chain(c.flags()).collect();
             let run = run_proof(&exe, &args, &[])?;
             let mean = run.retained.iter().sum::<i64>() / run.retained.len().max(1) as i64;
-            println!("mlx-rs, {}: {cell}: {} bytes per cycle (mean), {:?}", variant.name, mean, run.retained);
+            println!(
+                "mlx-rs, {}: {cell}: {} bytes per cycle (mean), {:?}",
+                variant.name, mean, run.retained
+            );
             let bound = c.bound(expectations.verdict(variant));
             if bound.admits_all(&run.retained) {
                 passed += 1;
             } else {
-                failures.push(format!("mlx-rs {} {cell}: retained {:?}, expected {bound} every cycle", variant.name, run.retained));
+                failures.push(format!(
+                    "mlx-rs {} {cell}: retained {:?}, expected {bound} every cycle",
+                    variant.name, run.retained
+                ));
             }
             runs.insert((variant.name, cell), run);
         }
-        let shims = Command::new(&exe).arg("--shims").output().map_err(|e| e.to_string())?;
+        let shims = Command::new(&exe)
+            .arg("--shims")
+            .output()
+            .map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&shims.stdout);
-        print!("{}", text.lines().map(|l| format!("mlx-rs, {}: {l}\n", variant.name)).collect::<String>());
+        print!(
+            "{}",
+            text.lines()
+                .map(|l| format!("mlx-rs, {}: {l}\n", variant.name))
+                .collect::<String>()
+        );
         if shims.status.success() && text.lines().filter(|l| l.ends_with(" ok")).count() == 3 {
             passed += 1;
         } else {
-            failures.push(format!("mlx-rs {}: shims failed: {}{}", variant.name, text, String::from_utf8_lossy(&shims.stderr)));
+            failures.push(format!(
+                "mlx-rs {}: shims failed: {}{}",
+                variant.name,
+                text,
+                String::from_utf8_lossy(&shims.stderr)
+            ));
         }
     }
     // Bit-identical outputs across variants (every cell), and with the
     // C++ probe for the report's cell.
     for (c, _) in CELLS {
         let cell = c.name();
-        let digests: Vec<&String> = variants.iter().filter_map(|(v, _)| runs.get(&(v.name, cell.clone()))).flat_map(|r| &r.digests).collect();
+        let digests: Vec<&String> = variants
+            .iter()
+            .filter_map(|(v, _)| runs.get(&(v.name, cell.clone())))
+            .flat_map(|r| &r.digests)
+            .collect();
         let same = digests.windows(2).all(|w| w[0] == w[1]);
         if same {
             passed += 1;
         } else {
-            failures.push(format!("mlx-rs {cell}: outputs differ across cycles or variants: {digests:?}"));
+            failures.push(format!(
+                "mlx-rs {cell}: outputs differ across cycles or variants: {digests:?}"
+            ));
         }
         let cells: Vec<String> = variants
             .iter()
-            .filter_map(|(v, _)| runs.get(&(v.name, cell.clone())).map(|r| format!("{}={}", v.name, r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64)))
+            .filter_map(|(v, _)| {
+                runs.get(&(v.name, cell.clone())).map(|r| {
+                    format!(
+                        "{}={}",
+                        v.name,
+                        r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64
+                    )
+                })
+            })
             .collect();
-        rows.push(format!("mlx-rs 0.33: {cell}\t{}\tbit-identical={}", cells.join("\t"), if same { "yes" } else { "no" }));
+        rows.push(format!(
+            "mlx-rs 0.33: {cell}\t{}\tbit-identical={}",
+            cells.join("\t"),
+            if same { "yes" } else { "no" }
+        ));
     }
-    let (patched, mlx) = variants.iter().find(|(v, _)| v.name == "patched").ok_or("no patched variant")?;
+    let (patched, mlx) = variants
+        .iter()
+        .find(|(v, _)| v.name == "patched")
+        .ok_or("no patched variant")?;
     let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
     let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
     let cpp = cpp.map(|r| r.digests).unwrap_or_default();
-    let rust = runs.get(&(patched.name, Cell::REPORT.name())).map(|r| r.digests.clone()).unwrap_or_default();
+    let rust = runs
+        .get(&(patched.name, Cell::REPORT.name()))
+        .map(|r| r.digests.clone())
+        .unwrap_or_default();
     if !cpp.is_empty() && rust.first() == cpp.first() {
         println!("mlx-rs and the C++ API computed the same bits: {}", cpp[0]);
         passed += 1;
     } else {
-        failures.push(format!("mlx-rs and the C++ probe computed different bits: {rust:?} vs {cpp:?}"));
+        failures.push(format!(
+            "mlx-rs and the C++ probe computed different bits: {rust:?} vs {cpp:?}"
+        ));
     }
     Ok((passed, failures))
 }
@@ -181,8 +259,12 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
 fn suite_results(stdout: &str) -> BTreeMap<String, String> {
     let mut results = BTreeMap::new();
     for line in stdout.lines() {
-        let Some(rest) = line.strip_prefix("test ") else { continue };
-        let Some((name, outcome)) = rest.rsplit_once(" ... ") else { continue };
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        let Some((name, outcome)) = rest.rsplit_once(" ... ") else {
+            continue;
+        };
         let outcome = outcome.split_whitespace().next().unwrap_or("").to_string();
         results.insert(name.to_string(), outcome);
     }
@@ -190,13 +272,22 @@ fn suite_results(stdout: &str) -> BTreeMap<String, String> {
 }
 
 /// mlx-rs 0.33.0's own tests on one variant: (results, why each failure failed).
-fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+fn run_suite(
+    variant: Variant,
+    mlx: &Artifacts,
+) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     let src = target_dir()?.join("mlx-rs/suite-src");
     if !src.join("Cargo.toml").is_file() {
         // A fresh copy of the published package: cargo writes its lock file
         // and nothing may be written into the registry's copy.
-        let package = mlx_patched::published_package(&Env::process().cargo(), &workspace_root().join("tests/mlx-rs/Cargo.toml"), "mlx-rs", "0.33.0", false)
-            .map_err(|e| e.to_string())?;
+        let package = mlx_patched::published_package(
+            &Env::process().cargo(),
+            &workspace_root().join("tests/mlx-rs/Cargo.toml"),
+            "mlx-rs",
+            "0.33.0",
+            false,
+        )
+        .map_err(|e| e.to_string())?;
         let _ = std::fs::remove_dir_all(&src);
         mlx_patched::copy_tree(&package, &src).map_err(|e| e.to_string())?;
         // A workspace of its own: the copy may sit inside this one (target/).
@@ -208,33 +299,88 @@ fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<(BTreeMap<String, Stri
     let mut test = cargo();
     test.args(["test", "--manifest-path"])
         .arg(src.join("Cargo.toml"))
-        .args(["--no-default-features", "--features", "safetensors", "--lib", "--tests", "--no-fail-fast"])
+        .args([
+            "--no-default-features",
+            "--features",
+            "safetensors",
+            "--lib",
+            "--tests",
+            "--no-fail-fast",
+        ])
         .arg("--config")
-        .arg(format!("patch.crates-io.mlx-sys.path={:?}", sys.display().to_string()))
-        .env("CARGO_TARGET_DIR", target_dir()?.join("mlx-rs").join(format!("suite-{}", variant.name)))
+        .arg(format!(
+            "patch.crates-io.mlx-sys.path={:?}",
+            sys.display().to_string()
+        ))
+        .env(
+            "CARGO_TARGET_DIR",
+            target_dir()?
+                .join("mlx-rs")
+                .join(format!("suite-{}", variant.name)),
+        )
         // The test binaries have no rpath of their own.
-        .env(if cfg!(target_os = "macos") { "DYLD_LIBRARY_PATH" } else { "LD_LIBRARY_PATH" }, &mlx.lib_dir);
+        .env(
+            if cfg!(target_os = "macos") {
+                "DYLD_LIBRARY_PATH"
+            } else {
+                "LD_LIBRARY_PATH"
+            },
+            &mlx.lib_dir,
+        );
     for (k, v) in sys_env(variant, mlx)? {
         test.env(k, v);
     }
-    eprintln!("running mlx-rs 0.33.0's own tests against {} (drop-in mlx-sys)", variant.name);
-    let out = test.output().map_err(|e| format!("cannot run cargo test for mlx-rs: {e}"))?;
+    eprintln!(
+        "running mlx-rs 0.33.0's own tests against {} (drop-in mlx-sys)",
+        variant.name
+    );
+    let out = test
+        .output()
+        .map_err(|e| format!("cannot run cargo test for mlx-rs: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    std::fs::write(target_dir()?.join("mlx-rs").join(format!("suite-{}.log", variant.name)), format!("{stdout}\n{stderr}")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        target_dir()?
+            .join("mlx-rs")
+            .join(format!("suite-{}.log", variant.name)),
+        format!("{stdout}\n{stderr}"),
+    )
+    .map_err(|e| e.to_string())?;
     let results = suite_results(&stdout);
     if results.is_empty() {
-        return Err(format!("mlx-rs's tests did not run on {} ({}):\n{}", variant.name, out.status, stderr.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
+        return Err(format!(
+            "mlx-rs's tests did not run on {} ({}):\n{}",
+            variant.name,
+            out.status,
+            stderr
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        ));
     }
     // `---- name stdout ----` blocks: the first panic line of each failure.
     let mut reasons = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in stdout.lines() {
-        if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
+        if let Some(name) = line
+            .strip_prefix("---- ")
+            .and_then(|l| l.strip_suffix(" stdout ----"))
+        {
             current = Some(name.to_string());
         } else if let Some(name) = &current {
-            if line.contains("panicked at") || line.starts_with("assertion") || line.starts_with("called `") {
-                reasons.entry(name.clone()).or_insert_with(String::new).push_str(line.trim());
+            if line.contains("panicked at")
+                || line.starts_with("assertion")
+                || line.starts_with("called `")
+            {
+                reasons
+                    .entry(name.clone())
+                    .or_insert_with(String::new)
+                    .push_str(line.trim());
                 reasons.get_mut(name).unwrap().push(' ');
             }
         }
@@ -250,7 +396,10 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
     if !args.is_empty() {
         return Err("usage: cargo xtask mlx-rs-check".into());
     }
-    let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED].into_iter().map(|v| prefix_of(v).map(|a| (v, a))).collect::<Result<_>>()?;
+    let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED]
+        .into_iter()
+        .map(|v| prefix_of(v).map(|a| (v, a)))
+        .collect::<Result<_>>()?;
     let (mut passed, mut failures) = proof(&variants, rows)?;
 
     let mut suites = Vec::new();
@@ -258,16 +407,40 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
         suites.push((variant.name, run_suite(*variant, mlx)?));
     }
     for (name, (results, _)) in &suites {
-        println!("mlx-rs 0.33.0's own tests on {name}: {} passed, {} failed, {} ignored", count(results, "ok"), count(results, "FAILED"), count(results, "ignored"));
+        println!(
+            "mlx-rs 0.33.0's own tests on {name}: {} passed, {} failed, {} ignored",
+            count(results, "ok"),
+            count(results, "FAILED"),
+            count(results, "ignored")
+        );
     }
     let (pristine, patched) = (&suites[0].1, &suites[1].1);
-    let regressions: Vec<&String> = pristine.0.iter().filter(|(n, o)| *o == "ok" && patched.0.get(*n).map(String::as_str) != Some("ok")).map(|(n, _)| n).collect();
-    let both: Vec<&String> = patched.0.iter().filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) == Some("FAILED")).map(|(n, _)| n).collect();
+    let regressions: Vec<&String> = pristine
+        .0
+        .iter()
+        .filter(|(n, o)| *o == "ok" && patched.0.get(*n).map(String::as_str) != Some("ok"))
+        .map(|(n, _)| n)
+        .collect();
+    let both: Vec<&String> = patched
+        .0
+        .iter()
+        .filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) == Some("FAILED"))
+        .map(|(n, _)| n)
+        .collect();
     for name in &both {
-        let why = patched.1.get(*name).map(String::as_str).unwrap_or("(see target/mlx-rs/suite-patched.log)");
+        let why = patched
+            .1
+            .get(*name)
+            .map(String::as_str)
+            .unwrap_or("(see target/mlx-rs/suite-patched.log)");
         println!("  fails on both: {name}: {why}");
     }
-    let only_patched: Vec<&String> = patched.0.iter().filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) != Some("FAILED")).map(|(n, _)| n).collect();
+    let only_patched: Vec<&String> = patched
+        .0
+        .iter()
+        .filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) != Some("FAILED"))
+        .map(|(n, _)| n)
+        .collect();
     if regressions.is_empty() && only_patched.is_empty() {
         passed += 1;
     } else {

@@ -77,31 +77,69 @@ const UNREACHABLE: &[&str] = &[
 /// matching their pinned checksums) and compares them with `tree`.
 pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Outcome> {
     let sha = |s: &str| pinned.then(|| s.to_string());
-    let wheels = [Wheel { package: "mlx", sha256: sha(pin::WHEEL_SHA256_FRONTEND) }, Wheel { package: "mlx-cpu", sha256: sha(pin::WHEEL_SHA256_CPU) }];
+    let wheels = [
+        Wheel {
+            package: "mlx",
+            sha256: sha(pin::WHEEL_SHA256_FRONTEND),
+        },
+        Wheel {
+            package: "mlx-cpu",
+            sha256: sha(pin::WHEEL_SHA256_CPU),
+        },
+    ];
     let python = mlx_patched::Env::process().python();
-    if !Command::new(&python).args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success()) {
-        return Ok(Outcome::Skipped(format!("{} has no pip (Debian: apt-get install python3-pip)", python.to_string_lossy())));
+    if !Command::new(&python)
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Ok(Outcome::Skipped(format!(
+            "{} has no pip (Debian: apt-get install python3-pip)",
+            python.to_string_lossy()
+        )));
     }
     let files = match fetch(&python, version, &wheels, dir)? {
         Ok(files) => files,
         Err(reason) => return Ok(Outcome::Skipped(reason)),
     };
-    let mut findings = Findings { version: version.to_string(), wheels: Vec::new(), headers_same: 0, python_same: 0, differing: Vec::new(), missing: Vec::new() };
+    let mut findings = Findings {
+        version: version.to_string(),
+        wheels: Vec::new(),
+        headers_same: 0,
+        python_same: 0,
+        differing: Vec::new(),
+        missing: Vec::new(),
+    };
     for (wheel, file) in wheels.iter().zip(&files) {
         let digest = sha256_of(file)?;
         if let Some(want) = &wheel.sha256 {
             if &digest != want {
-                return Err(format!("{} has sha256 {digest}, the pin says {want}", file.display()));
+                return Err(format!(
+                    "{} has sha256 {digest}, the pin says {want}",
+                    file.display()
+                ));
             }
         }
         let unpacked = file.with_extension("unpacked");
         let _ = std::fs::remove_dir_all(&unpacked);
-        let out = Command::new(&python).args(["-m", "zipfile", "-e"]).arg(file).arg(&unpacked).output().map_err(|e| e.to_string())?;
+        let out = Command::new(&python)
+            .args(["-m", "zipfile", "-e"])
+            .arg(file)
+            .arg(&unpacked)
+            .output()
+            .map_err(|e| e.to_string())?;
         if !out.status.success() {
-            return Err(format!("cannot unpack {}: {}", file.display(), String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "cannot unpack {}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         compare(&unpacked.join("mlx"), tree, &mut findings)?;
-        findings.wheels.push((file.file_name().unwrap().to_string_lossy().into_owned(), digest));
+        findings.wheels.push((
+            file.file_name().unwrap().to_string_lossy().into_owned(),
+            digest,
+        ));
     }
     if findings.headers_same + findings.python_same == 0 && findings.identical() {
         return Err("the official wheels hold no header and no Python file to compare".into());
@@ -111,17 +149,31 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
 
 /// `pip download` of the wheels for the pinned platform. The outer `Err` is
 /// a failure; the inner one a reason to skip (the index is out of reach).
-fn fetch(python: &std::ffi::OsStr, version: &str, wheels: &[Wheel], dir: &Path) -> Result<std::result::Result<Vec<PathBuf>, String>> {
+fn fetch(
+    python: &std::ffi::OsStr,
+    version: &str,
+    wheels: &[Wheel],
+    dir: &Path,
+) -> Result<std::result::Result<Vec<PathBuf>, String>> {
     let abi = format!("cp{}", pin::WHEEL_PYTHON.replace('.', ""));
     let expected: Vec<String> = wheels
         .iter()
         .map(|w| match w.package {
             "mlx" => format!("mlx-{version}-{abi}-{abi}-{}.whl", pin::WHEEL_PLATFORM),
-            p => format!("{}-{version}-py3-none-{}.whl", p.replace('-', "_"), pin::WHEEL_PLATFORM),
+            p => format!(
+                "{}-{version}-py3-none-{}.whl",
+                p.replace('-', "_"),
+                pin::WHEEL_PLATFORM
+            ),
         })
         .collect();
     let present = |dir: &Path| expected.iter().map(|n| dir.join(n)).collect::<Vec<_>>();
-    let have_all = present(dir).iter().zip(wheels).all(|(p, w)| p.is_file() && w.sha256.as_ref().is_some_and(|s| sha256_of(p).ok().as_ref() == Some(s)));
+    let have_all = present(dir).iter().zip(wheels).all(|(p, w)| {
+        p.is_file()
+            && w.sha256
+                .as_ref()
+                .is_some_and(|s| sha256_of(p).ok().as_ref() == Some(s))
+    });
     if have_all {
         return Ok(Ok(present(dir)));
     }
@@ -136,8 +188,30 @@ fn fetch(python: &std::ffi::OsStr, version: &str, wheels: &[Wheel], dir: &Path) 
     let reqs_file = dir.join("requirements.txt");
     std::fs::write(&reqs_file, reqs).map_err(|e| e.to_string())?;
     let out = Command::new(python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--retries", "1", "--timeout", "20"])
-        .args(["--platform", pin::WHEEL_PLATFORM, "--python-version", pin::WHEEL_PYTHON, "--implementation", "cp", "--abi", &abi, "--abi", "none"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--retries",
+            "1",
+            "--timeout",
+            "20",
+        ])
+        .args([
+            "--platform",
+            pin::WHEEL_PLATFORM,
+            "--python-version",
+            pin::WHEEL_PYTHON,
+            "--implementation",
+            "cp",
+            "--abi",
+            &abi,
+            "--abi",
+            "none",
+        ])
         .arg("--dest")
         .arg(dir)
         .arg("-r")
@@ -147,14 +221,23 @@ fn fetch(python: &std::ffi::OsStr, version: &str, wheels: &[Wheel], dir: &Path) 
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         if UNREACHABLE.iter().any(|w| stderr.contains(w)) {
-            return Ok(Err("the package index is out of reach (pip could not connect)".into()));
+            return Ok(Err(
+                "the package index is out of reach (pip could not connect)".into(),
+            ));
         }
-        return Err(format!("pip could not fetch the official MLX {version} wheels:\n{}", stderr.trim_end()));
+        return Err(format!(
+            "pip could not fetch the official MLX {version} wheels:\n{}",
+            stderr.trim_end()
+        ));
     }
     let files = present(dir);
     for f in &files {
         if !f.is_file() {
-            return Err(format!("pip did not leave {} (wheels for {} may not exist for this release)", f.display(), pin::WHEEL_PLATFORM));
+            return Err(format!(
+                "pip did not leave {} (wheels for {} may not exist for this release)",
+                f.display(),
+                pin::WHEEL_PLATFORM
+            ));
         }
     }
     Ok(Ok(files))
@@ -171,7 +254,9 @@ fn sha256_of(path: &Path) -> Result<String> {
 fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> {
     let mut stack = vec![unpacked.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        {
             let path = entry.map_err(|e| e.to_string())?.path();
             if path.is_dir() {
                 stack.push(path);
@@ -191,7 +276,9 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
             let shown = format!("mlx/{}", rel.display());
             match std::fs::read(&in_tree) {
                 Err(_) => findings.missing.push(shown),
-                Ok(bytes) if bytes != std::fs::read(&path).map_err(|e| e.to_string())? => findings.differing.push(shown),
+                Ok(bytes) if bytes != std::fs::read(&path).map_err(|e| e.to_string())? => {
+                    findings.differing.push(shown)
+                }
                 Ok(_) if is_header => findings.headers_same += 1,
                 Ok(_) => findings.python_same += 1,
             }
@@ -209,13 +296,19 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     let opts = crate::options()?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    let dir = crate::target_dir()?.join("provenance").join(pin::UPSTREAM_VERSION);
+    let dir = crate::target_dir()?
+        .join("provenance")
+        .join(pin::UPSTREAM_VERSION);
     match check(pin::UPSTREAM_VERSION, &upstream.dir, true, &dir)? {
         Outcome::Skipped(why) => println!("provenance: skipped: {why}"),
         Outcome::Checked(f) => {
             println!("provenance: {}", f.summary());
             if !f.identical() {
-                return Err(format!("the pinned tree {} is not the official MLX {} release in the files above", upstream.tree_id, pin::UPSTREAM_VERSION));
+                return Err(format!(
+                    "the pinned tree {} is not the official MLX {} release in the files above",
+                    upstream.tree_id,
+                    pin::UPSTREAM_VERSION
+                ));
             }
         }
     }

@@ -41,7 +41,11 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
     let python = venv_python(venv);
     if !python.is_file() {
         let base = Env::process().python();
-        let out = Command::new(&base).args(["-m", "venv"]).arg(venv).output().map_err(|e| format!("cannot run {}: {e}", base.to_string_lossy()))?;
+        let out = Command::new(&base)
+            .args(["-m", "venv"])
+            .arg(venv)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", base.to_string_lossy()))?;
         if !out.status.success() {
             return Err(format!(
                 "cannot create a virtual environment with {}: {}\n(Debian/Ubuntu: apt-get install python3-venv python3-dev)",
@@ -52,7 +56,8 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
     }
     let mut key = mlx_patched::Fingerprint::new("venv 1");
     for r in requirements {
-        key.file(&workspace_root().join(r)).map_err(|e| e.to_string())?;
+        key.file(&workspace_root().join(r))
+            .map_err(|e| e.to_string())?;
     }
     for e in extra {
         key.file(e).map_err(|e| e.to_string())?;
@@ -64,12 +69,29 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
     }
     for r in requirements {
         let mut pip = Command::new(&python);
-        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(workspace_root().join(r));
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(workspace_root().join(r));
         run(&mut pip)?;
     }
     if !extra.is_empty() {
         let mut pip = Command::new(&python);
-        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--force-reinstall", "--no-deps"]).args(extra);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--force-reinstall",
+            "--no-deps",
+        ])
+        .args(extra);
         run(&mut pip)?;
     }
     std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
@@ -79,7 +101,9 @@ fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<Pa
 /// The nanobind release a tree's CMakeLists.txt fetches (`GIT_TAG v2.15.0`
 /// in its `FetchContent_Declare(nanobind ...)`), without the `v`.
 fn nanobind_of_tree(cmake_lists: &str) -> Option<String> {
-    let decl = cmake_lists.split("FetchContent_Declare(").find(|d| d.trim_start().starts_with("nanobind"))?;
+    let decl = cmake_lists
+        .split("FetchContent_Declare(")
+        .find(|d| d.trim_start().starts_with("nanobind"))?;
     let decl = &decl[..decl.find(')').unwrap_or(decl.len())];
     let mut words = decl.split_whitespace();
     words.find(|w| *w == "GIT_TAG")?;
@@ -88,7 +112,10 @@ fn nanobind_of_tree(cmake_lists: &str) -> Option<String> {
 
 /// The nanobind version the build requirements pin (`nanobind==X`).
 fn nanobind_pinned(requirements: &str) -> Option<String> {
-    requirements.lines().find_map(|l| l.trim().strip_prefix("nanobind==")).map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+    requirements
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("nanobind=="))
+        .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
 }
 
 /// The extension compiles nanobind's sources in: building a tree with
@@ -113,12 +140,26 @@ fn check_nanobind(mlx: &Artifacts) -> Result<()> {
 
 /// The interpreter and nanobind the extensions are built with.
 fn build_target() -> Result<PythonTarget> {
-    let python = venv_with(&python_root()?.join("build-venv"), &[BUILD_REQUIREMENTS], &[])?;
-    let out = Command::new(&python).args(["-m", "nanobind", "--cmake_dir"]).output().map_err(|e| e.to_string())?;
+    let python = venv_with(
+        &python_root()?.join("build-venv"),
+        &[BUILD_REQUIREMENTS],
+        &[],
+    )?;
+    let out = Command::new(&python)
+        .args(["-m", "nanobind", "--cmake_dir"])
+        .output()
+        .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("nanobind is not usable in {}: {}", python.display(), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "nanobind is not usable in {}: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-    Ok(PythonTarget { python, nanobind_cmake_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()) })
+    Ok(PythonTarget {
+        python,
+        nanobind_cmake_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
+    })
 }
 
 /// The wheel's version: upstream's release with a local label that says
@@ -130,7 +171,8 @@ fn wheel_version(mlx: &Artifacts) -> Result<String> {
     let label = match mlx.name.as_str() {
         "patched" => {
             let series: Vec<PathBuf> = mlx.patches.iter().map(|(p, _)| p.clone()).collect();
-            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series).map_err(|e| e.to_string())?;
+            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series)
+                .map_err(|e| e.to_string())?;
             format!("fork.{}", &f[..8])
         }
         _ => format!("control.{}", &mlx.upstream_tree_id[..8]),
@@ -150,7 +192,8 @@ fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result
         if path.is_dir() {
             copy_filtered(&path, &dest, skip)?;
         } else {
-            std::fs::copy(&path, &dest).map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+            std::fs::copy(&path, &dest)
+                .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
         }
     }
     Ok(())
@@ -170,9 +213,18 @@ pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
     let pkg = root.join("mlx");
     // Upstream's layout: the pure-Python package, the extension beside it,
     // and the library package's lib/, include/ and share/ inside it.
-    copy_filtered(&bindings.package_dir, &pkg, &|p| p.file_name().is_some_and(|n| n == "_stub_patterns.txt" || n == "__pycache__"))?;
-    std::fs::copy(&bindings.module, pkg.join(bindings.module.file_name().unwrap())).map_err(|e| e.to_string())?;
-    copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| p.file_name().is_some_and(|n| n == "cmake"))?;
+    copy_filtered(&bindings.package_dir, &pkg, &|p| {
+        p.file_name()
+            .is_some_and(|n| n == "_stub_patterns.txt" || n == "__pycache__")
+    })?;
+    std::fs::copy(
+        &bindings.module,
+        pkg.join(bindings.module.file_name().unwrap()),
+    )
+    .map_err(|e| e.to_string())?;
+    copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| {
+        p.file_name().is_some_and(|n| n == "cmake")
+    })?;
     copy_filtered(&mlx.include_dir, &pkg.join("include"), &|_| false)?;
     copy_filtered(&mlx.prefix.join("share"), &pkg.join("share"), &|_| false)?;
 
@@ -183,7 +235,11 @@ pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
     let tag = String::from_utf8_lossy(&tag_out.stdout).trim().to_string();
     let info = root.join(format!("mlx-{version}.dist-info"));
     std::fs::create_dir_all(&info).map_err(|e| e.to_string())?;
-    let what = if variant.name == "patched" { "with this fork's patch series" } else { "unpatched: the fork's control" };
+    let what = if variant.name == "patched" {
+        "with this fork's patch series"
+    } else {
+        "unpatched: the fork's control"
+    };
     let metadata = format!(
         "Metadata-Version: 2.1\nName: mlx\nVersion: {version}\n\
          Summary: MLX {release} built from upstream's tree {tree}, {what} (compiled functions no longer leak the arrays they capture through multi-output ops)\n\
@@ -207,7 +263,10 @@ pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::create_dir_all(&dist).map_err(|e| e.to_string())?;
     let mut pack = Command::new(&target.python);
-    pack.args(["-m", "wheel", "pack", "--dest-dir"]).arg(&dist).arg(&root).stdout(std::process::Stdio::null());
+    pack.args(["-m", "wheel", "pack", "--dest-dir"])
+        .arg(&dist)
+        .arg(&root)
+        .stdout(std::process::Stdio::null());
     run(&mut pack)?;
     let wheel = std::fs::read_dir(&dist)
         .map_err(|e| e.to_string())?
@@ -220,15 +279,23 @@ pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
 /// A virtual environment whose `import mlx.core` is `variant`; its python.
 pub fn python_for(variant: Variant) -> Result<PathBuf> {
     let wheel = build_wheel(variant)?;
-    venv_with(&python_root()?.join(variant.name).join("venv"), &[TEST_REQUIREMENTS], &[wheel])
+    venv_with(
+        &python_root()?.join(variant.name).join("venv"),
+        &[TEST_REQUIREMENTS],
+        &[wheel],
+    )
 }
 
 pub fn python_cmd(args: &[String]) -> Result<()> {
-    let [variant] = args else { return Err("usage: cargo xtask python <patched|pristine>".into()) };
+    let [variant] = args else {
+        return Err("usage: cargo xtask python <patched|pristine>".into());
+    };
     crate::deps::install()?;
     let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     if variant.base.is_some() {
-        return Err(format!("{variant} is built on another variant's build and has no Python bindings of its own"));
+        return Err(format!(
+            "{variant} is built on another variant's build and has no Python bindings of its own"
+        ));
     }
     println!("{}", python_for(variant)?.display());
     Ok(())
@@ -246,12 +313,16 @@ pub fn wheel_cmd(args: &[String]) -> Result<()> {
 /// The report's script: the lines of the report from `import gc` to the
 /// first `print(cycle`, byte for byte. A copy is kept in tests/python so the
 /// check runs without the report at hand; its identity is this hash.
-const REPORT_SCRIPT_SHA256: &str = "ee771158477c94bb78d65ae631903549e30cedb49b39ecec6c4e898679646856";
+const REPORT_SCRIPT_SHA256: &str =
+    "ee771158477c94bb78d65ae631903549e30cedb49b39ecec6c4e898679646856";
 
 fn extract_script(report: &str) -> Option<String> {
     let lines: Vec<&str> = report.split('\n').collect();
     let start = lines.iter().position(|l| *l == "import gc")?;
-    let end = start + lines[start..].iter().position(|l| l.trim_start().starts_with("print(cycle"))?;
+    let end = start
+        + lines[start..]
+            .iter()
+            .position(|l| l.trim_start().starts_with("print(cycle"))?;
     Some(lines[start..=end].join("\n") + "\n")
 }
 
@@ -260,30 +331,65 @@ fn report_script() -> Result<(PathBuf, String)> {
     let copy = workspace_root().join("tests/python/report.py");
     let bytes = std::fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
     if sha256_hex(&bytes) != REPORT_SCRIPT_SHA256 {
-        return Err(format!("{} is not the report's script: its sha256 is {}, expected {REPORT_SCRIPT_SHA256}", copy.display(), sha256_hex(&bytes)));
+        return Err(format!(
+            "{} is not the report's script: its sha256 is {}, expected {REPORT_SCRIPT_SHA256}",
+            copy.display(),
+            sha256_hex(&bytes)
+        ));
     }
     let seeds = workspace_root().join("../shared/seeds");
-    let from_report = std::fs::read_dir(&seeds).ok().into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())).find_map(|p| {
-        let text = std::fs::read_to_string(&p).ok()?;
-        text.contains("Memory leak when compiled function contains multi-output op").then(|| (p, extract_script(&text)))
-    });
+    let from_report = std::fs::read_dir(&seeds)
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find_map(|p| {
+            let text = std::fs::read_to_string(&p).ok()?;
+            text.contains("Memory leak when compiled function contains multi-output op")
+                .then(|| (p, extract_script(&text)))
+        });
     let note = match from_report {
-        Some((path, Some(script))) if script.as_bytes() == bytes.as_slice() => format!("byte-identical to the script in {}", path.display()),
-        Some((path, _)) => return Err(format!("tests/python/report.py differs from the script in {}", path.display())),
-        None => format!("the report is not at {}; the copy's sha256 is the recorded {}", seeds.display(), &REPORT_SCRIPT_SHA256[..16]),
+        Some((path, Some(script))) if script.as_bytes() == bytes.as_slice() => {
+            format!("byte-identical to the script in {}", path.display())
+        }
+        Some((path, _)) => {
+            return Err(format!(
+                "tests/python/report.py differs from the script in {}",
+                path.display()
+            ))
+        }
+        None => format!(
+            "the report is not at {}; the copy's sha256 is the recorded {}",
+            seeds.display(),
+            &REPORT_SCRIPT_SHA256[..16]
+        ),
     };
     Ok((copy, note))
 }
 
 /// The `cycle` records a script printed.
 fn records(stdout: &str) -> Vec<Record> {
-    parse_records(stdout).into_iter().filter(|r| r.kind == "cycle").collect()
+    parse_records(stdout)
+        .into_iter()
+        .filter(|r| r.kind == "cycle")
+        .collect()
 }
 
 fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new(python).arg(script).args(args).current_dir(script.parent().unwrap()).output().map_err(|e| e.to_string())?;
+    let out = Command::new(python)
+        .arg(script)
+        .args(args)
+        .current_dir(script.parent().unwrap())
+        .output()
+        .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("{} {} {args:?} failed ({}):\n{}", python.display(), script.display(), out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{} {} {args:?} failed ({}):\n{}",
+            python.display(),
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -293,17 +399,39 @@ fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
 /// runner streams its events, so a crash names the test that was running.
 fn mlx_suite(python: &Path, tree: &Path, log: &Path) -> Result<BTreeMap<String, (String, String)>> {
     let runner = workspace_root().join("tests/python/run_mlx_suite.py");
-    let out = Command::new(python).arg(&runner).arg(tree.join("python/tests")).env("DEVICE", "cpu").output().map_err(|e| e.to_string())?;
-    std::fs::write(log, [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat()).map_err(|e| e.to_string())?;
+    let out = Command::new(python)
+        .arg(&runner)
+        .arg(tree.join("python/tests"))
+        .env("DEVICE", "cpu")
+        .output()
+        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        log,
+        [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
+    )
+    .map_err(|e| e.to_string())?;
     let (results, running) = suite_results(&suite_events(&String::from_utf8_lossy(&out.stdout))?);
     if let Some(id) = running {
-        return Err(format!("MLX's Python suite died ({}) while running {id}; see {}", out.status, log.display()));
+        return Err(format!(
+            "MLX's Python suite died ({}) while running {id}; see {}",
+            out.status,
+            log.display()
+        ));
     }
     if !out.status.success() {
-        return Err(format!("MLX's Python suite exited with {} after {} results; see {}", out.status, results.len(), log.display()));
+        return Err(format!(
+            "MLX's Python suite exited with {} after {} results; see {}",
+            out.status,
+            results.len(),
+            log.display()
+        ));
     }
     if results.is_empty() {
-        return Err(format!("MLX's Python suite reported nothing ({}); see {}", out.status, log.display()));
+        return Err(format!(
+            "MLX's Python suite reported nothing ({}); see {}",
+            out.status,
+            log.display()
+        ));
     }
     Ok(results)
 }
@@ -334,8 +462,17 @@ fn suite_results(events: &[SuiteEvent]) -> (BTreeMap<String, (String, String)>, 
                 results.insert(e.id.clone(), (e.outcome.clone(), e.detail.clone()));
             }
             "retry" if e.outcome == "passed" => {
-                let first = results.get(&e.id).map(|(_, d)| d.clone()).unwrap_or_default();
-                results.insert(e.id.clone(), ("flaky".into(), format!("failed once ({first}), passed when run again")));
+                let first = results
+                    .get(&e.id)
+                    .map(|(_, d)| d.clone())
+                    .unwrap_or_default();
+                results.insert(
+                    e.id.clone(),
+                    (
+                        "flaky".into(),
+                        format!("failed once ({first}), passed when run again"),
+                    ),
+                );
             }
             _ => {}
         }
@@ -346,16 +483,29 @@ fn suite_results(events: &[SuiteEvent]) -> (BTreeMap<String, (String, String)>, 
 fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
     let mut events = Vec::new();
     for line in stdout.lines().filter(|l| l.starts_with('{')) {
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("bad line from the suite runner ({e}): {line}"))?;
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("bad line from the suite runner ({e}): {line}"))?;
         let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-        events.push(SuiteEvent { event: s("event"), id: s("id"), outcome: s("outcome"), detail: s("detail"), runs: v["runs"].as_u64().unwrap_or(0), failures: v["failures"].as_u64().unwrap_or(0) });
+        events.push(SuiteEvent {
+            event: s("event"),
+            id: s("id"),
+            outcome: s("outcome"),
+            detail: s("detail"),
+            runs: v["runs"].as_u64().unwrap_or(0),
+            failures: v["failures"].as_u64().unwrap_or(0),
+        });
     }
     Ok(events)
 }
 
 /// Runs each of `ids` up to `times` times alone, stopping at its first
 /// failure: (runs, failed) per id.
-fn repeat_tests(python: &Path, tree: &Path, ids: &[&String], times: u32) -> Result<BTreeMap<String, (u64, bool)>> {
+fn repeat_tests(
+    python: &Path,
+    tree: &Path,
+    ids: &[&String],
+    times: u32,
+) -> Result<BTreeMap<String, (u64, bool)>> {
     let runner = workspace_root().join("tests/python/run_mlx_suite.py");
     let out = Command::new(python)
         .arg(&runner)
@@ -366,9 +516,18 @@ fn repeat_tests(python: &Path, tree: &Path, ids: &[&String], times: u32) -> Resu
         .output()
         .map_err(|e| e.to_string())?;
     let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;
-    let found: BTreeMap<String, (u64, bool)> = events.iter().filter(|e| e.event == "repeat").map(|e| (e.id.clone(), (e.runs, e.failures > 0))).collect();
+    let found: BTreeMap<String, (u64, bool)> = events
+        .iter()
+        .filter(|e| e.event == "repeat")
+        .map(|e| (e.id.clone(), (e.runs, e.failures > 0)))
+        .collect();
     if found.len() != ids.len() {
-        return Err(format!("repeating {ids:?} reported {} of them ({}): {}", found.len(), out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "repeating {ids:?} reported {} of them ({}): {}",
+            found.len(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(found)
 }
@@ -405,12 +564,25 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     println!("the report's script: {} ({identity})", script.display());
     for (v, python) in &pythons {
         let out = run_python(python, &script, &[])?;
-        let mib: Vec<i64> = out.lines().filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok())).collect();
+        let mib: Vec<i64> = out
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok()))
+            .collect();
         println!("report.py on {}: {:?} MiB retained", v.name, mib);
         let bound = Cell::REPORT.bound(expectations.verdict(v));
         let ok = mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m));
-        expect(ok, format!("report.py on {}: {mib:?} MiB, expected {bound} every cycle", v.name), &mut passed);
-        rows.push(format!("note\tPython, the report's script verbatim on {}: {mib:?} MiB retained", v.name));
+        expect(
+            ok,
+            format!(
+                "report.py on {}: {mib:?} MiB, expected {bound} every cycle",
+                v.name
+            ),
+            &mut passed,
+        );
+        rows.push(format!(
+            "note\tPython, the report's script verbatim on {}: {mib:?} MiB retained",
+            v.name
+        ));
     }
 
     // The wheel as a user gets it: a clean environment, `pip install` of the
@@ -420,18 +592,42 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let _ = std::fs::remove_dir_all(&clean);
     let py = venv_with(&clean, &[], &[])?;
     let mut install = Command::new(&py);
-    install.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index"]).arg(&wheel);
+    install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-index",
+        ])
+        .arg(&wheel);
     run(&mut install)?;
     let out = run_python(&py, &script, &[])?;
-    let mib: Vec<i64> = out.lines().filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok())).collect();
-    println!("{} installed alone in a clean venv: report.py prints {mib:?} MiB retained", wheel.file_name().unwrap().to_string_lossy());
+    let mib: Vec<i64> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok()))
+        .collect();
+    println!(
+        "{} installed alone in a clean venv: report.py prints {mib:?} MiB retained",
+        wheel.file_name().unwrap().to_string_lossy()
+    );
     let bound = Cell::REPORT.bound(expectations.verdict(&Variant::PATCHED));
-    expect(mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)), format!("the wheel in a clean venv: report.py {mib:?} MiB, expected {bound}"), &mut passed);
+    expect(
+        mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
+        format!("the wheel in a clean venv: report.py {mib:?} MiB, expected {bound}"),
+        &mut passed,
+    );
 
     // 2. The ablation, with fixed keys: bit-identical across variants and with the C++ probe.
     let ablation = workspace_root().join("tests/python/ablation.py");
     // The report's cell over 10 cycles, the others over 3.
-    let cells = [(Cell::REPORT, "10"), (Cell::SLICES, "3"), (Cell::NOT_EVALUATED, "3"), (Cell::EAGER, "3")];
+    let cells = [
+        (Cell::REPORT, "10"),
+        (Cell::SLICES, "3"),
+        (Cell::NOT_EVALUATED, "3"),
+        (Cell::EAGER, "3"),
+    ];
     for (c, cycles) in cells {
         let cell = c.name();
         let args: Vec<&str> = ["--cycles", cycles].into_iter().chain(c.flags()).collect();
@@ -439,31 +635,82 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let mut digests = Vec::new();
         for (v, python) in &pythons {
             let recs = records(&run_python(python, &ablation, &args)?);
-            let retained: Vec<i64> = recs.iter().filter_map(|r| r.number("retained_bytes")).collect();
-            digests.extend(recs.iter().filter_map(|r| r.value("digest").map(String::from)));
+            let retained: Vec<i64> = recs
+                .iter()
+                .filter_map(|r| r.number("retained_bytes"))
+                .collect();
+            digests.extend(
+                recs.iter()
+                    .filter_map(|r| r.value("digest").map(String::from)),
+            );
             let bound = c.bound(expectations.verdict(v));
             println!("Python {cell} on {}: {retained:?}", v.name);
-            expect(bound.admits_all(&retained), format!("Python {cell} on {}: retained {retained:?}, expected {bound} every cycle", v.name), &mut passed);
-            cols.push(format!("{}={}", v.name, retained.iter().sum::<i64>() / retained.len().max(1) as i64));
+            expect(
+                bound.admits_all(&retained),
+                format!(
+                    "Python {cell} on {}: retained {retained:?}, expected {bound} every cycle",
+                    v.name
+                ),
+                &mut passed,
+            );
+            cols.push(format!(
+                "{}={}",
+                v.name,
+                retained.iter().sum::<i64>() / retained.len().max(1) as i64
+            ));
         }
         let same = digests.windows(2).all(|w| w[0] == w[1]);
-        expect(same, format!("Python {cell}: outputs differ: {digests:?}"), &mut passed);
+        expect(
+            same,
+            format!("Python {cell}: outputs differ: {digests:?}"),
+            &mut passed,
+        );
         if c == Cell::REPORT {
-            let cpp = crate::demo::cpp_probe(&mlx_patched::build(Variant::PATCHED, &crate::options()?).map_err(|e| e.to_string())?, "leak_scenario")?;
-            let cpp_out = Command::new(cpp).args(["--cycles", "1"]).output().map_err(|e| e.to_string())?;
-            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout)).first().and_then(|r| r.value("digest").map(String::from)).unwrap_or_default();
-            expect(digests.first() == Some(&cpp_digest), format!("Python and C++ outputs differ: {:?} vs {cpp_digest}", digests.first()), &mut passed);
+            let cpp = crate::demo::cpp_probe(
+                &mlx_patched::build(Variant::PATCHED, &crate::options()?)
+                    .map_err(|e| e.to_string())?,
+                "leak_scenario",
+            )?;
+            let cpp_out = Command::new(cpp)
+                .args(["--cycles", "1"])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout))
+                .first()
+                .and_then(|r| r.value("digest").map(String::from))
+                .unwrap_or_default();
+            expect(
+                digests.first() == Some(&cpp_digest),
+                format!(
+                    "Python and C++ outputs differ: {:?} vs {cpp_digest}",
+                    digests.first()
+                ),
+                &mut passed,
+            );
         }
-        rows.push(format!("Python: {cell}\t{}\tbit-identical={}", cols.join("\t"), if same { "yes" } else { "no" }));
+        rows.push(format!(
+            "Python: {cell}\t{}\tbit-identical={}",
+            cols.join("\t"),
+            if same { "yes" } else { "no" }
+        ));
     }
 
     // 3. The report's side note: a second compiled shape.
     let side = workspace_root().join("tests/python/second_shape.py");
     for (v, python) in &pythons {
         for shapes in ["1", "2"] {
-            let recs = records(&run_python(python, &side, &["--shapes", shapes, "--cycles", "2"])?);
+            let recs = records(&run_python(
+                python,
+                &side,
+                &["--shapes", shapes, "--cycles", "2"],
+            )?);
             let get = |k: &str| recs.iter().filter_map(|r| r.number(k)).collect::<Vec<_>>();
-            let (one, all, traces, retained) = (get("live_one"), get("live_all"), get("traces"), get("retained_bytes"));
+            let (one, all, traces, retained) = (
+                get("live_one"),
+                get("live_all"),
+                get("traces"),
+                get("retained_bytes"),
+            );
             let cache = get("cache_all");
             let note = format!(
                 "Python, {}: {shapes} compiled shape(s): live {:.2} MiB after the first call, {:.2} MiB after every shape's (buffer cache {:.2} MiB), traced {:?} times, {:.2} MiB retained after the drop",
@@ -477,7 +724,11 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             println!("{note}");
             rows.push(format!("note\t{note}"));
             let want_traces: i64 = shapes.parse().unwrap();
-            expect(traces.iter().all(|&t| t == want_traces), format!("{}: {shapes} shapes traced {traces:?} times", v.name), &mut passed);
+            expect(
+                traces.iter().all(|&t| t == want_traces),
+                format!("{}: {shapes} shapes traced {traces:?} times", v.name),
+                &mut passed,
+            );
         }
     }
 
@@ -489,8 +740,15 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
         suites.push((v.name, mlx_suite(python, &mlx.source_dir, &log)?));
     }
-    let count = |r: &BTreeMap<String, (String, String)>, o: &str| r.values().filter(|(x, _)| x == o).count();
-    let flaky = |r: &BTreeMap<String, (String, String)>| -> Vec<String> { r.iter().filter(|(_, (o, _))| o == "flaky").map(|(id, _)| id.clone()).collect() };
+    let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
+        r.values().filter(|(x, _)| x == o).count()
+    };
+    let flaky = |r: &BTreeMap<String, (String, String)>| -> Vec<String> {
+        r.iter()
+            .filter(|(_, (o, _))| o == "flaky")
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
     for (name, r) in &suites {
         let line = format!(
             "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
@@ -505,25 +763,52 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         rows.push(format!("note\t{line}"));
     }
     for (name, r) in &suites {
-        let line = format!("MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}", flaky(r));
+        let line = format!(
+            "MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}",
+            flaky(r)
+        );
         println!("{line}");
         rows.push(format!("note\t{line}"));
     }
     let (pristine, patched) = (&suites[0].1, &suites[1].1);
     let good = |o: &str| o == "passed" || o == "flaky";
-    let regressions: Vec<&String> = pristine.iter().filter(|(id, (o, _))| good(o) && !patched.get(*id).is_some_and(|(p, _)| good(p))).map(|(id, _)| id).collect();
-    expect(regressions.is_empty(), format!("MLX Python tests that pass on pristine and not on patched: {regressions:?}"), &mut passed);
+    let regressions: Vec<&String> = pristine
+        .iter()
+        .filter(|(id, (o, _))| good(o) && !patched.get(*id).is_some_and(|(p, _)| good(p)))
+        .map(|(id, _)| id)
+        .collect();
+    expect(
+        regressions.is_empty(),
+        format!("MLX Python tests that pass on pristine and not on patched: {regressions:?}"),
+        &mut passed,
+    );
     // A test flaky on patched must be flaky on pristine too: one that never
     // fails there, over as many runs as it takes, is a regression that a
     // retry would hide.
     let patched_flaky = flaky(patched);
-    let unexplained: Vec<&String> = patched_flaky.iter().filter(|id| !pristine.get(*id).is_some_and(|(o, _)| o == "flaky" || o == "failed" || o == "error")).collect();
+    let unexplained: Vec<&String> = patched_flaky
+        .iter()
+        .filter(|id| {
+            !pristine
+                .get(*id)
+                .is_some_and(|(o, _)| o == "flaky" || o == "failed" || o == "error")
+        })
+        .collect();
     let mut only_patched = Vec::new();
     if !unexplained.is_empty() {
         let (_, python) = &pythons[0];
-        let tree = mlx_patched::build(Variant::PRISTINE, &crate::options()?).map_err(|e| e.to_string())?.source_dir;
+        let tree = mlx_patched::build(Variant::PRISTINE, &crate::options()?)
+            .map_err(|e| e.to_string())?
+            .source_dir;
         for (id, (runs, failed)) in repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS)? {
-            let line = if failed { format!("{id}: flaky on patched, and on pristine it failed in run {runs}") } else { format!("{id}: flaky on patched, never failed on pristine in {} runs", runs + 1) };
+            let line = if failed {
+                format!("{id}: flaky on patched, and on pristine it failed in run {runs}")
+            } else {
+                format!(
+                    "{id}: flaky on patched, never failed on pristine in {} runs",
+                    runs + 1
+                )
+            };
             println!("{line}");
             rows.push(format!("note\tMLX's Python suite: {line}"));
             if !failed {
@@ -531,17 +816,34 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             }
         }
     }
-    expect(only_patched.is_empty(), format!("MLX Python tests flaky on patched and never failing on pristine: {only_patched:?}"), &mut passed);
+    expect(
+        only_patched.is_empty(),
+        format!(
+            "MLX Python tests flaky on patched and never failing on pristine: {only_patched:?}"
+        ),
+        &mut passed,
+    );
     // Failures on both, grouped by cause.
     let mut causes: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
     for (id, (o, detail)) in patched {
-        if (o == "failed" || o == "error") && pristine.get(id).is_some_and(|(p, _)| p == "failed" || p == "error") {
+        if (o == "failed" || o == "error")
+            && pristine
+                .get(id)
+                .is_some_and(|(p, _)| p == "failed" || p == "error")
+        {
             causes.entry(detail.as_str()).or_default().push(id);
         }
     }
     for (cause, ids) in &causes {
         let line = format!("fail on both ({}): {cause}", ids.len());
-        println!("  {line}: {}", ids.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join(", "));
+        println!(
+            "  {line}: {}",
+            ids.iter()
+                .take(3)
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         rows.push(format!("note\tMLX's Python suite, {line}"));
     }
     Ok((passed, failures))
@@ -570,10 +872,17 @@ mod tests {
     fn the_tree_s_nanobind_is_read_from_its_fetch_declaration() {
         let lists = "FetchContent_Declare(\n    fmt\n    GIT_TAG 10.2.1)\nFetchContent_Declare(\n    nanobind\n    GIT_REPOSITORY x\n    GIT_TAG v3.1.0\n    GIT_SHALLOW TRUE)\n";
         assert_eq!(super::nanobind_of_tree(lists).as_deref(), Some("3.1.0"));
-        assert_eq!(super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"), None);
-        let pins = std::fs::read_to_string(crate::workspace_root().join(super::BUILD_REQUIREMENTS)).unwrap();
+        assert_eq!(
+            super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"),
+            None
+        );
+        let pins = std::fs::read_to_string(crate::workspace_root().join(super::BUILD_REQUIREMENTS))
+            .unwrap();
         let pinned = super::nanobind_pinned(&pins).expect("the build requirements pin nanobind");
-        assert!(pinned.chars().next().is_some_and(|c| c.is_ascii_digit()), "{pinned}");
+        assert!(
+            pinned.chars().next().is_some_and(|c| c.is_ascii_digit()),
+            "{pinned}"
+        );
     }
 
     use super::*;
@@ -611,13 +920,19 @@ mod tests {
         assert_eq!(outcome("test_fake.T.test_b_fail"), Some("failed"));
         assert_eq!(outcome("test_fake.T.test_c_flaky"), Some("flaky"));
         // Repeated alone: the failing test fails at once, the flaky one no more.
-        let ids = [&"test_fake.T.test_b_fail".to_string(), &"test_fake.T.test_c_flaky".to_string()];
+        let ids = [
+            &"test_fake.T.test_b_fail".to_string(),
+            &"test_fake.T.test_c_flaky".to_string(),
+        ];
         let repeated = repeat_tests(python, &dir, &ids, 5).unwrap();
         assert_eq!(repeated["test_fake.T.test_b_fail"], (1, true));
         assert_eq!(repeated["test_fake.T.test_c_flaky"], (5, false));
 
         std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
         let err = mlx_suite(python, &dir, &log).unwrap_err();
-        assert!(err.contains("while running test_fake.T.test_b_crash"), "{err}");
+        assert!(
+            err.contains("while running test_fake.T.test_b_crash"),
+            "{err}"
+        );
     }
 }

@@ -38,14 +38,22 @@ struct Args {
 }
 
 fn parse(args: &[String]) -> Result<Args> {
-    let mut a = Args { to: String::new(), series: None, apply: false, suite: true };
+    let mut a = Args {
+        to: String::new(),
+        series: None,
+        apply: false,
+        suite: true,
+    };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--to" => a.to = it.next().ok_or(USAGE)?.clone(),
             "--series" => {
                 let dir = PathBuf::from(it.next().ok_or(USAGE)?);
-                a.series = Some(dir.canonicalize().map_err(|e| format!("--series {}: {e}", dir.display()))?);
+                a.series = Some(
+                    dir.canonicalize()
+                        .map_err(|e| format!("--series {}: {e}", dir.display()))?,
+                );
             }
             "--apply" => a.apply = true,
             "--no-suite" => a.suite = false,
@@ -68,7 +76,10 @@ pub(crate) fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream
         return mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string());
     }
     if !to.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!("`{to}` is neither a directory nor a version of {}", pin::CARRIER_CRATE));
+        return Err(format!(
+            "`{to}` is neither a directory nor a version of {}",
+            pin::CARRIER_CRATE
+        ));
     }
     let probe = work.join("carrier");
     std::fs::create_dir_all(probe.join("src")).map_err(|e| e.to_string())?;
@@ -82,8 +93,14 @@ pub(crate) fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream
         ),
     )
     .map_err(|e| e.to_string())?;
-    let package = mlx_patched::carrier_dir(&mlx_patched::Env::process().cargo(), &probe.join("Cargo.toml"), to).map_err(|e| e.to_string())?;
-    mlx_patched::recover_upstream(&package, to, &work.join("upstream-tree"), None).map_err(|e| e.to_string())
+    let package = mlx_patched::carrier_dir(
+        &mlx_patched::Env::process().cargo(),
+        &probe.join("Cargo.toml"),
+        to,
+    )
+    .map_err(|e| e.to_string())?;
+    mlx_patched::recover_upstream(&package, to, &work.join("upstream-tree"), None)
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, PartialEq)]
@@ -103,7 +120,17 @@ fn write_refreshed(repo: &Path, series: &[PathBuf], out: &Path) -> Result<()> {
     }
     let fresh = out.with_extension("format-patch");
     let _ = std::fs::remove_dir_all(&fresh);
-    git(repo, &["format-patch", "-q", "--zero-commit", "-o", &fresh.display().to_string(), &format!("HEAD~{}", series.len())])?;
+    git(
+        repo,
+        &[
+            "format-patch",
+            "-q",
+            "--zero-commit",
+            "-o",
+            &fresh.display().to_string(),
+            &format!("HEAD~{}", series.len()),
+        ],
+    )?;
     let written = patch::series(&fresh).map_err(|e| e.to_string())?;
     for (new, old) in written.iter().zip(series) {
         std::fs::rename(new, out.join(old.file_name().unwrap())).map_err(|e| e.to_string())?;
@@ -116,7 +143,13 @@ fn write_refreshed(repo: &Path, series: &[PathBuf], out: &Path) -> Result<()> {
 /// scratch repository, leaving out each patch that conflicts; writes the
 /// refreshed patches that applied to `out`. With `base`
 /// None the series is written for `target` and applied to it directly.
-fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, out: &Path) -> Result<Vec<(String, Replay)>> {
+fn replay(
+    base: Option<&Path>,
+    target: &Path,
+    series: &[PathBuf],
+    repo: &Path,
+    out: &Path,
+) -> Result<Vec<(String, Replay)>> {
     let _ = std::fs::remove_dir_all(repo);
     std::fs::create_dir_all(repo).map_err(|e| e.to_string())?;
     git(repo, &["init", "-q", "-b", "pinned"])?;
@@ -125,7 +158,12 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
         for entry in std::fs::read_dir(repo).map_err(|e| e.to_string())? {
             let p = entry.map_err(|e| e.to_string())?.path();
             if p.file_name() != Some(".git".as_ref()) {
-                if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) }.map_err(|e| e.to_string())?;
+                if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                }
+                .map_err(|e| e.to_string())?;
             }
         }
         mlx_patched::copy_tree(tree, repo).map_err(|e| e.to_string())?;
@@ -154,10 +192,14 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
         let mut am = vec!["am", "--quiet"];
         let paths: Vec<String> = series.iter().map(|p| p.display().to_string()).collect();
         am.extend(paths.iter().map(String::as_str));
-        git(repo, &am).map_err(|e| format!("the series does not apply to the pinned tree itself: {e}"))?;
+        git(repo, &am)
+            .map_err(|e| format!("the series does not apply to the pinned tree itself: {e}"))?;
     }
     let range = format!("HEAD~{}..HEAD", series.len());
-    let commits: Vec<String> = git(repo, &["rev-list", "--reverse", &range])?.lines().map(String::from).collect();
+    let commits: Vec<String> = git(repo, &["rev-list", "--reverse", &range])?
+        .lines()
+        .map(String::from)
+        .collect();
     git(repo, &["checkout", "-q", "--orphan", "target"])?;
     load(target, "target upstream")?;
     let mut results = Vec::new();
@@ -167,18 +209,46 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
     let mut applied = Vec::new();
     for (file, commit) in series.iter().zip(&commits) {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
-        let clean = Command::new("git").current_dir(repo).args(["apply", "--check"]).arg(file).output().map(|o| o.status.success()).unwrap_or(false);
+        let clean = Command::new("git")
+            .current_dir(repo)
+            .args(["apply", "--check"])
+            .arg(file)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
         match git(repo, &["cherry-pick", "--allow-empty", commit]) {
             Ok(_) => {
-                results.push((name, if clean { Replay::Clean } else { Replay::ThreeWay }));
+                results.push((
+                    name,
+                    if clean {
+                        Replay::Clean
+                    } else {
+                        Replay::ThreeWay
+                    },
+                ));
                 applied.push(file.clone());
             }
             Err(_) => {
-                let merged = git(repo, &["diff", "--cached", "--name-only", "--diff-filter=M"]).unwrap_or_default();
-                let unmerged = git(repo, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
-                let merged: Vec<&str> = merged.lines().filter(|f| !unmerged.lines().any(|u| u == *f)).collect();
-                let merged = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };
-                let hunks = format!("merged without conflict: {merged}\n{}", git(repo, &["diff"]).unwrap_or_default());
+                let merged = git(
+                    repo,
+                    &["diff", "--cached", "--name-only", "--diff-filter=M"],
+                )
+                .unwrap_or_default();
+                let unmerged =
+                    git(repo, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+                let merged: Vec<&str> = merged
+                    .lines()
+                    .filter(|f| !unmerged.lines().any(|u| u == *f))
+                    .collect();
+                let merged = if merged.is_empty() {
+                    "none".to_string()
+                } else {
+                    merged.join(", ")
+                };
+                let hunks = format!(
+                    "merged without conflict: {merged}\n{}",
+                    git(repo, &["diff"]).unwrap_or_default()
+                );
                 let _ = git(repo, &["cherry-pick", "--abort"]);
                 results.push((name, Replay::Conflict(hunks)));
             }
@@ -192,10 +262,18 @@ fn replay(base: Option<&Path>, target: &Path, series: &[PathBuf], repo: &Path, o
 fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
     let exe = work.join(format!("leak_scenario-{}", mlx.name));
     let src = workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
-    mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process()).map_err(|e| e.to_string())?;
-    let out = Command::new(&exe).args(["--cycles", "3"]).output().map_err(|e| e.to_string())?;
+    mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process())
+        .map_err(|e| e.to_string())?;
+    let out = Command::new(&exe)
+        .args(["--cycles", "3"])
+        .output()
+        .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("{} failed: {}", exe.display(), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{} failed: {}",
+            exe.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -208,11 +286,18 @@ fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
 
 /// The environment that points a build at the target tree and series.
 fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
-    cmd.env("MLX_SOURCE_DIR", tree).env("MLX_PATCHED_SERIES_DIR", series).env("MLX_PATCHED_BUILD_DIR", work.join("mlx"));
+    cmd.env("MLX_SOURCE_DIR", tree)
+        .env("MLX_PATCHED_SERIES_DIR", series)
+        .env("MLX_PATCHED_BUILD_DIR", work.join("mlx"));
 }
 
 /// Builds `variant` of the upstream `tree` with `series`, under `work/mlx`.
-fn build_variant(variant: mlx_patched::Variant, tree: &Path, series: &Path, work: &Path) -> Result<mlx_patched::Artifacts> {
+fn build_variant(
+    variant: mlx_patched::Variant,
+    tree: &Path,
+    series: &Path,
+    work: &Path,
+) -> Result<mlx_patched::Artifacts> {
     let mut opts = crate::options()?;
     opts.root = work.join("mlx");
     opts.patches_dir = series.to_path_buf();
@@ -223,7 +308,12 @@ fn build_variant(variant: mlx_patched::Variant, tree: &Path, series: &Path, work
 pub fn run(args: &[String]) -> Result<()> {
     let a = parse(args)?;
     let root = target_dir()?.join("rebase");
-    let label = a.to.trim_end_matches('/').rsplit('/').next().unwrap_or("target").to_string();
+    let label =
+        a.to.trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("target")
+            .to_string();
     let work = root.join(&label);
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     let mut report = String::new();
@@ -237,12 +327,38 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let version = mlx_patched::version_of(&tree).map_err(|e| e.to_string())?;
     let pinned = mlx_patched::upstream(&crate::options()?).map_err(|e| e.to_string())?;
-    writeln!(report, "# Rebase from MLX v{} to v{version}\n", pin::UPSTREAM_VERSION).unwrap();
-    writeln!(report, "- from: upstream tree `{}` ({} ={}, carrier tree `{}`)", pinned.tree_id, pin::CARRIER_CRATE, pin::CARRIER_VERSION, pin::CARRIER_TREE_ID).unwrap();
+    writeln!(
+        report,
+        "# Rebase from MLX v{} to v{version}\n",
+        pin::UPSTREAM_VERSION
+    )
+    .unwrap();
+    writeln!(
+        report,
+        "- from: upstream tree `{}` ({} ={}, carrier tree `{}`)",
+        pinned.tree_id,
+        pin::CARRIER_CRATE,
+        pin::CARRIER_VERSION,
+        pin::CARRIER_TREE_ID
+    )
+    .unwrap();
     match &target.carrier {
         Some(c) => {
-            let names: Vec<String> = c.patches.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
-            let reversed = if names.is_empty() { "none: its tree is upstream's as shipped".to_string() } else { names.join(", ") };
+            let names: Vec<String> = c
+                .patches
+                .iter()
+                .map(|p| {
+                    p.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            let reversed = if names.is_empty() {
+                "none: its tree is upstream's as shipped".to_string()
+            } else {
+                names.join(", ")
+            };
             writeln!(report, "- to: upstream tree `{tree_id}` ({} ={}, carrier tree `{}`; carrier patches reversed: {reversed})", pin::CARRIER_CRATE, c.version, c.tree_id).unwrap();
         }
         None => writeln!(report, "- to: tree `{tree_id}` ({})", tree.display()).unwrap(),
@@ -252,9 +368,16 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut provenance_ok = true;
     if carrier_version.is_some() {
         match crate::provenance::check(&version, &tree, false, &work.join("provenance"))? {
-            crate::provenance::Outcome::Skipped(why) => writeln!(report, "- provenance: skipped: {why}").unwrap(),
+            crate::provenance::Outcome::Skipped(why) => {
+                writeln!(report, "- provenance: skipped: {why}").unwrap()
+            }
             crate::provenance::Outcome::Checked(f) => {
-                writeln!(report, "- provenance: {}", f.summary().replace('\n', "\n  ")).unwrap();
+                writeln!(
+                    report,
+                    "- provenance: {}",
+                    f.summary().replace('\n', "\n  ")
+                )
+                .unwrap();
                 provenance_ok = f.identical();
                 if f.wheels.len() == 2 {
                     wheel_hashes = Some((f.wheels[0].1.clone(), f.wheels[1].1.clone()));
@@ -266,15 +389,30 @@ pub fn run(args: &[String]) -> Result<()> {
     let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
     let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
     let shown = series_dir.canonicalize().unwrap_or(series_dir.clone());
-    let shown = shown.strip_prefix(workspace_root()).unwrap_or(&shown).display().to_string();
-    writeln!(report, "- series: `{shown}` ({} patches)\n\n## Replay onto the target\n", series.len()).unwrap();
+    let shown = shown
+        .strip_prefix(workspace_root())
+        .unwrap_or(&shown)
+        .display()
+        .to_string();
+    writeln!(
+        report,
+        "- series: `{shown}` ({} patches)\n\n## Replay onto the target\n",
+        series.len()
+    )
+    .unwrap();
     let refreshed = work.join("series");
-    let base = if a.series.is_some() { None } else { Some(pinned.dir.as_path()) };
+    let base = if a.series.is_some() {
+        None
+    } else {
+        Some(pinned.dir.as_path())
+    };
     let replayed = replay(base, &tree, &series, &work.join("repo"), &refreshed)?;
     let mut conflict = false;
     for (name, r) in &replayed {
         match r {
-            Replay::Clean if a.series.is_some() => writeln!(report, "- `{name}` (ported): applies cleanly with `git am`").unwrap(),
+            Replay::Clean if a.series.is_some() => {
+                writeln!(report, "- `{name}` (ported): applies cleanly with `git am`").unwrap()
+            }
             Replay::Clean => writeln!(report, "- `{name}`: applies cleanly").unwrap(),
             Replay::ThreeWay => writeln!(report, "- `{name}`: applies with a 3-way merge").unwrap(),
             Replay::Conflict(hunks) => {
@@ -282,8 +420,18 @@ pub fn run(args: &[String]) -> Result<()> {
                 // The hunks quote upstream code: print them, but keep only
                 // the files and hunk headers in the report.
                 println!("conflicting hunks of {name}:\n{}\n", hunks.trim());
-                let headers: Vec<&str> = hunks.lines().filter(|l| l.starts_with("merged") || l.starts_with("diff --") || l.starts_with("@@")).collect();
-                writeln!(report, "- `{name}`: **conflicts**\n\n```\n{}\n```", headers.join("\n")).unwrap();
+                let headers: Vec<&str> = hunks
+                    .lines()
+                    .filter(|l| {
+                        l.starts_with("merged") || l.starts_with("diff --") || l.starts_with("@@")
+                    })
+                    .collect();
+                writeln!(
+                    report,
+                    "- `{name}`: **conflicts**\n\n```\n{}\n```",
+                    headers.join("\n")
+                )
+                .unwrap();
             }
         }
     }
@@ -292,7 +440,12 @@ pub fn run(args: &[String]) -> Result<()> {
     // The control: the target upstream with no patch at all.
     let empty = work.join("empty-series");
     std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
-    let control = build_variant(mlx_patched::Variant::PRISTINE, &tree, &empty, &work.join("upstream"))?;
+    let control = build_variant(
+        mlx_patched::Variant::PRISTINE,
+        &tree,
+        &empty,
+        &work.join("upstream"),
+    )?;
     let control_leak = scenario_on(&control, &work)?;
     let control_leaks = control_leak.iter().all(|&b| b >= 24 << 20);
     let mut section = format!("\n## Measured on the target\n\n- upstream v{version} untouched, report's scenario: {control_leak:?} bytes retained per cycle\n");
@@ -303,16 +456,31 @@ pub fn run(args: &[String]) -> Result<()> {
     // every variant expected leak-free, since upstream itself is fixed).
     let run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
         let mut test = cargo();
-        test.args(["xtask", "test"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
+        test.args(["xtask", "test"])
+            .env("CARGO_TARGET_DIR", root.join("cargo-target"));
         target_env(&mut test, &tree, series, &work);
         if upstream_fixed {
             test.env("MLX_FORK_UPSTREAM_FIXED", "1");
         }
         let out = test.output().map_err(|e| e.to_string())?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        std::fs::write(work.join("suite.log"), format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr))).map_err(|e| e.to_string())?;
-        let tail: Vec<&str> = stdout.lines().skip_while(|l| !l.starts_with("Retained per cycle")).collect();
-        let tail = if tail.is_empty() { vec![stdout.lines().last().unwrap_or("the suite printed nothing; see suite.log")] } else { tail };
+        std::fs::write(
+            work.join("suite.log"),
+            format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)),
+        )
+        .map_err(|e| e.to_string())?;
+        let tail: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("Retained per cycle"))
+            .collect();
+        let tail = if tail.is_empty() {
+            vec![stdout
+                .lines()
+                .last()
+                .unwrap_or("the suite printed nothing; see suite.log")]
+        } else {
+            tail
+        };
         writeln!(section, "\n```\n{}\n```", tail.join("\n")).unwrap();
         Ok(out.status.success())
     };
@@ -321,7 +489,11 @@ pub fn run(args: &[String]) -> Result<()> {
         // other bugs) are checked there, with every variant expected
         // leak-free.
         let names = |keep: bool| -> Vec<String> {
-            replayed.iter().filter(|(_, r)| matches!(r, Replay::Conflict(_)) != keep).map(|(n, _)| n.clone()).collect()
+            replayed
+                .iter()
+                .filter(|(_, r)| matches!(r, Replay::Conflict(_)) != keep)
+                .map(|(n, _)| n.clone())
+                .collect()
         };
         let (kept, dropped) = (names(true), names(false));
         if a.suite {
@@ -330,10 +502,20 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         let dropped = match dropped.len() {
             0 => "no patch conflicts".to_string(),
-            1 => format!("{} conflicts with the target, where upstream's own leak fix replaces it", dropped[0]),
-            _ => format!("{} conflict with the target, where upstream's own leak fix replaces them", dropped.join(", ")),
+            1 => format!(
+                "{} conflicts with the target, where upstream's own leak fix replaces it",
+                dropped[0]
+            ),
+            _ => format!(
+                "{} conflict with the target, where upstream's own leak fix replaces them",
+                dropped.join(", ")
+            ),
         };
-        let kept = if kept.is_empty() { "nothing else to keep".to_string() } else { format!("keep {}", kept.join(", ")) };
+        let kept = if kept.is_empty() {
+            "nothing else to keep".to_string()
+        } else {
+            format!("keep {}", kept.join(", "))
+        };
         verdict = match (a.suite, suite_ok) {
             (true, true) => format!("upstream no longer leaks: {dropped}; {kept}: the suite passes with them"),
             (true, false) => format!("upstream no longer leaks: {dropped}; {kept}, but the suite fails with them (see suite.log)"),
@@ -346,9 +528,14 @@ pub fn run(args: &[String]) -> Result<()> {
     } else {
         let patched = build_variant(mlx_patched::Variant::PATCHED, &tree, &refreshed, &work)?;
         let patched_leak = scenario_on(&patched, &work)?;
-        writeln!(section, "- patched v{version}: {patched_leak:?} bytes retained per cycle").unwrap();
+        writeln!(
+            section,
+            "- patched v{version}: {patched_leak:?} bytes retained per cycle"
+        )
+        .unwrap();
         if a.suite {
-            section += "- the regression suite against the target (pristine and patched of the target):\n";
+            section +=
+                "- the regression suite against the target (pristine and patched of the target):\n";
             suite_ok = run_suite(&refreshed, false, &mut section)?;
         }
         verdict = if patched_leak.iter().all(|&b| b == 0) && (suite_ok || !a.suite) {
@@ -368,10 +555,17 @@ pub fn run(args: &[String]) -> Result<()> {
 
     if a.apply {
         if !verdict.starts_with("still needed") || !suite_ok {
-            return Err("--apply needs the verdict `still needed` with the suite passing; nothing changed".into());
+            return Err(
+                "--apply needs the verdict `still needed` with the suite passing; nothing changed"
+                    .into(),
+            );
         }
         let carrier = carrier_version.ok_or("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
-        let carrier_tree = target.carrier.as_ref().map(|c| c.tree_id.clone()).unwrap_or_default();
+        let carrier_tree = target
+            .carrier
+            .as_ref()
+            .map(|c| c.tree_id.clone())
+            .unwrap_or_default();
         if !provenance_ok {
             return Err("--apply needs a target whose files match the official wheels of its release; nothing changed".into());
         }
@@ -379,10 +573,16 @@ pub fn run(args: &[String]) -> Result<()> {
         // Memory safety on the target before the pin moves. The run records
         // its report for the target's tree and refreshed series, which are
         // the pin's once it moves, so CI's check of it holds.
-        let recorded: Vec<PathBuf> = ["md", "json"].iter().map(|ext| crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address, ext)).collect();
-        let previous: Vec<Option<Vec<u8>>> = recorded.iter().map(|p| std::fs::read(p).ok()).collect();
+        let recorded: Vec<PathBuf> = ["md", "json"]
+            .iter()
+            .map(|ext| crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address, ext))
+            .collect();
+        let previous: Vec<Option<Vec<u8>>> =
+            recorded.iter().map(|p| std::fs::read(p).ok()).collect();
         let mut sanitize = cargo();
-        sanitize.args(["xtask", "sanitize", "address", "--record"]).env("CARGO_TARGET_DIR", root.join("cargo-target"));
+        sanitize
+            .args(["xtask", "sanitize", "address", "--record"])
+            .env("CARGO_TARGET_DIR", root.join("cargo-target"));
         target_env(&mut sanitize, &tree, &refreshed, &work);
         println!("running the sanitizers on the target before moving the pin ...");
         let status = sanitize.status().map_err(|e| e.to_string())?;
@@ -398,7 +598,14 @@ pub fn run(args: &[String]) -> Result<()> {
             restore_record();
             return Err(format!("the sanitizer run on the target does not show what it must (report in {}); nothing changed", root.join("cargo-target/sanitize/address/report.md").display()));
         }
-        if let Err(e) = apply(&version, &tree_id, &carrier_tree, &carrier, &wheels, &refreshed) {
+        if let Err(e) = apply(
+            &version,
+            &tree_id,
+            &carrier_tree,
+            &carrier,
+            &wheels,
+            &refreshed,
+        ) {
             restore_record();
             return Err(e);
         }
@@ -408,19 +615,40 @@ pub fn run(args: &[String]) -> Result<()> {
 }
 
 /// Moves the pin and replaces the series, restoring every file on failure.
-fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels: &(String, String), refreshed: &Path) -> Result<()> {
+fn apply(
+    version: &str,
+    tree_id: &str,
+    carrier_tree: &str,
+    carrier: &str,
+    wheels: &(String, String),
+    refreshed: &Path,
+) -> Result<()> {
     let root = workspace_root();
-    let files = ["mlx-patched/src/pin.rs", "mlx-patched/sources/mlx/Cargo.toml", "mlx-patched/sources/mlx/Cargo.lock"];
-    let saved: Vec<(PathBuf, Vec<u8>)> = files.iter().map(|f| root.join(f)).map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
+    let files = [
+        "mlx-patched/src/pin.rs",
+        "mlx-patched/sources/mlx/Cargo.toml",
+        "mlx-patched/sources/mlx/Cargo.lock",
+    ];
+    let saved: Vec<(PathBuf, Vec<u8>)> = files
+        .iter()
+        .map(|f| root.join(f))
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
+        .collect();
     let patches = patch::series_dir();
-    let saved_series: Vec<(PathBuf, Vec<u8>)> =
-        patch::series(&patches).map_err(|e| e.to_string())?.into_iter().map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default())).collect();
+    let saved_series: Vec<(PathBuf, Vec<u8>)> = patch::series(&patches)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
+        .collect();
     let restore = || {
         for (p, bytes) in saved.iter().chain(&saved_series) {
             let _ = std::fs::write(p, bytes);
         }
         if let Ok(now) = patch::series(&patches) {
-            for p in now.iter().filter(|p| !saved_series.iter().any(|(s, _)| s == *p)) {
+            for p in now
+                .iter()
+                .filter(|p| !saved_series.iter().any(|(s, _)| s == *p))
+            {
                 let _ = std::fs::remove_file(p);
             }
         }
@@ -429,7 +657,9 @@ fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels
         let pin_rs = root.join(files[0]);
         let mut text = std::fs::read_to_string(&pin_rs).map_err(|e| e.to_string())?;
         let set = |text: &mut String, name: &str, value: &str| {
-            let start = text.find(&format!("pub const {name}: &str = \"")).expect("pin constant");
+            let start = text
+                .find(&format!("pub const {name}: &str = \""))
+                .expect("pin constant");
             let open = start + text[start..].find('"').unwrap() + 1;
             let close = open + text[open..].find('"').unwrap();
             text.replace_range(open..close, value);
@@ -447,7 +677,11 @@ fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels
         if !m.contains(&old) {
             return Err(format!("{} does not declare `{old}`", manifest.display()));
         }
-        std::fs::write(&manifest, m.replace(&old, &format!("{} = \"={carrier}\"", pin::CARRIER_CRATE))).map_err(|e| e.to_string())?;
+        std::fs::write(
+            &manifest,
+            m.replace(&old, &format!("{} = \"={carrier}\"", pin::CARRIER_CRATE)),
+        )
+        .map_err(|e| e.to_string())?;
         for (p, _) in &saved_series {
             std::fs::remove_file(p).map_err(|e| e.to_string())?;
         }
@@ -455,11 +689,22 @@ fn apply(version: &str, tree_id: &str, carrier_tree: &str, carrier: &str, wheels
             std::fs::copy(&p, patches.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
         }
         let status = cargo()
-            .args(["update", "--manifest-path", files[1], "--package", pin::CARRIER_CRATE, "--precise", carrier])
+            .args([
+                "update",
+                "--manifest-path",
+                files[1],
+                "--package",
+                pin::CARRIER_CRATE,
+                "--precise",
+                carrier,
+            ])
             .status()
             .map_err(|e| e.to_string())?;
         if !status.success() {
-            return Err(format!("cargo update of {} to {carrier} failed", pin::CARRIER_CRATE));
+            return Err(format!(
+                "cargo update of {} to {carrier} failed",
+                pin::CARRIER_CRATE
+            ));
         }
         Ok(())
     })();

@@ -9,7 +9,14 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
         .current_dir(dir)
         .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
-        .args(["-c", "user.name=mlx-fork", "-c", "user.email=mlx-fork@localhost", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=mlx-fork",
+            "-c",
+            "user.email=mlx-fork@localhost",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
@@ -47,7 +54,11 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
     for (i, p) in series.iter().enumerate() {
-        let stem = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let stem = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let pr = dir.join(&stem);
         let out = pr.join("tree");
         mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
@@ -55,24 +66,58 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
         git(&out, &["add", "-A"])?;
         let tree = git(&out, &["write-tree"])?;
         if tree != upstream.tree_id {
-            return Err(format!("the copied tree hashes to {tree}, expected {}", upstream.tree_id));
+            return Err(format!(
+                "the copied tree hashes to {tree}, expected {}",
+                upstream.tree_id
+            ));
         }
-        git(&out, &["commit", "-q", "-m", &format!("MLX v{} (upstream tree {tree})", pin::UPSTREAM_VERSION)])?;
+        git(
+            &out,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("MLX v{} (upstream tree {tree})", pin::UPSTREAM_VERSION),
+            ],
+        )?;
         let path = p.display().to_string();
         if let Err(e) = git(&out, &["am", "--quiet", &path]) {
             let _ = git(&out, &["am", "--abort"]);
-            return Err(format!("{stem} does not apply alone with git am onto upstream v{}: {e}", pin::UPSTREAM_VERSION));
+            return Err(format!(
+                "{stem} does not apply alone with git am onto upstream v{}: {e}",
+                pin::UPSTREAM_VERSION
+            ));
         }
         // MLX's clang-format keeps lines within 80 columns.
         let diff = git(&out, &["diff", "HEAD~", "--", "*.h", "*.cpp"])?;
-        let long: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81).collect();
+        let long: Vec<&str> = diff
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81)
+            .collect();
         if !long.is_empty() {
-            return Err(format!("{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
+            return Err(format!(
+                "{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}",
+                long.join("\n")
+            ));
         }
-        git(&out, &["format-patch", "-q", "--zero-commit", "-o", &pr.join("series").display().to_string(), "HEAD~"])?;
+        git(
+            &out,
+            &[
+                "format-patch",
+                "-q",
+                "--zero-commit",
+                "-o",
+                &pr.join("series").display().to_string(),
+                "HEAD~",
+            ],
+        )?;
         let stat = git(&out, &["diff", "--stat", "HEAD~"])?;
         let message = git(&out, &["log", "-1", "--format=%B"])?;
-        std::fs::write(pr.join("pull-request.md"), description(&message, &stat, (i == 0).then_some(fingerprint.as_str()))).map_err(|e| e.to_string())?;
+        std::fs::write(
+            pr.join("pull-request.md"),
+            description(&message, &stat, (i == 0).then_some(fingerprint.as_str())),
+        )
+        .map_err(|e| e.to_string())?;
         println!("{}\n{stat}", git(&out, &["log", "-1", "--format=%h %s"])?);
     }
     println!(
@@ -93,7 +138,10 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
 /// leak fix's reproduction and the before/after table of the last suite
 /// run, quoted only if that run passed on this very tree and series.
 fn description(message: &str, stat: &str, leak_figures: Option<&str>) -> String {
-    let (subject, body) = message.trim().split_once('\n').unwrap_or((message.trim(), ""));
+    let (subject, body) = message
+        .trim()
+        .split_once('\n')
+        .unwrap_or((message.trim(), ""));
     let mut text = format!("## {subject}\n\n{}\n\n", body.trim());
     if let Some(fingerprint) = leak_figures {
         text += "### Reproduction\n\n\
@@ -102,8 +150,13 @@ fn description(message: &str, stat: &str, leak_figures: Option<&str>) -> String 
             `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
             slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
         let report = target_dir().map(|t| t.join("suite-report")).ok();
-        let current = report.as_ref().and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok()).is_some_and(|f| f.trim() == fingerprint);
-        let rows = report.filter(|_| current).and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
+        let current = report
+            .as_ref()
+            .and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok())
+            .is_some_and(|f| f.trim() == fingerprint);
+        let rows = report
+            .filter(|_| current)
+            .and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
         match rows {
             Some(rows) => {
                 text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";

@@ -1,7 +1,8 @@
 //! Bridge for the release paths a graph-lifetime fuzzer drives: a vector of
 //! arrays whose elements are replaced by copy assignment, move assignment
-//! or `overwrite_descriptor`, or erased, plus `async_eval` and the
-//! live-descriptor census. Built only with the `fuzz` feature.
+//! or `overwrite_descriptor`, or erased, plus `async_eval`, the
+//! live-descriptor census and a bounds check of an evaluated array's data.
+//! Built only with the `fuzz` feature.
 
 pub use bridge::*;
 
@@ -36,5 +37,8 @@ mod bridge {
         /// Live `ArrayDesc` objects on a census build (the fork-only patch
         /// behind `MLX_FORK_DESC_CENSUS`), -1 elsewhere.
         fn live_array_descs() -> i64;
+        /// Empty if the evaluated `a`'s data (its offset plus `data_size`
+        /// elements) lies within its buffer; otherwise the figures.
+        fn buffer_overrun(a: &Array) -> String;
     }
 }

@@ -48,7 +48,12 @@ mod bridge {
         fn reshape(a: &Array, shape: &[i32]) -> Result<UniquePtr<Array>>;
         fn transpose(a: &Array) -> Result<UniquePtr<Array>>;
         fn transpose_axes(a: &Array, axes: &[i32]) -> Result<UniquePtr<Array>>;
-        fn slice(a: &Array, start: &[i32], stop: &[i32], strides: &[i32]) -> Result<UniquePtr<Array>>;
+        fn slice(
+            a: &Array,
+            start: &[i32],
+            stop: &[i32],
+            strides: &[i32],
+        ) -> Result<UniquePtr<Array>>;
         // Multi-output: built with `array::make_arrays` (siblings).
         fn split(a: &Array, num_splits: i32, axis: i32) -> Result<UniquePtr<ArrayList>>;
         fn split_at(a: &Array, indices: &[i32], axis: i32) -> Result<UniquePtr<ArrayList>>;

@@ -148,10 +148,16 @@ mod bridge {
         fn checkpoint(f: &Function) -> Result<UniquePtr<Function>>;
         fn custom_vjp(f: &Function, vjp_fn: Box<RustVjpFn>) -> Result<UniquePtr<Function>>;
         // Outputs followed by one vjp per primal.
-        fn vjp(f: &Function, primals: &ArrayList, cotangents: &ArrayList)
-            -> Result<UniquePtr<ArrayList>>;
+        fn vjp(
+            f: &Function,
+            primals: &ArrayList,
+            cotangents: &ArrayList,
+        ) -> Result<UniquePtr<ArrayList>>;
         // Outputs followed by one jvp per output.
-        fn jvp(f: &Function, primals: &ArrayList, tangents: &ArrayList)
-            -> Result<UniquePtr<ArrayList>>;
+        fn jvp(
+            f: &Function,
+            primals: &ArrayList,
+            tangents: &ArrayList,
+        ) -> Result<UniquePtr<ArrayList>>;
     }
 }

@@ -28,7 +28,13 @@ impl Report {
     /// the tool, the kind and the top frames that name a function; for a
     /// race, the MLX file of each access, in either order.
     pub fn signature(&self) -> String {
-        let named = |s: &[String], n: usize| -> Vec<String> { s.iter().filter(|f| !f.starts_with('(') && !is_runtime_frame(f)).take(n).cloned().collect() };
+        let named = |s: &[String], n: usize| -> Vec<String> {
+            s.iter()
+                .filter(|f| !f.starts_with('(') && !is_runtime_frame(f))
+                .take(n)
+                .cloned()
+                .collect()
+        };
         if self.tool == "TSan" {
             // Which of two racing functions TSan pairs first varies from
             // run to run (a counter written under a lock in two places and
@@ -37,13 +43,22 @@ impl Report {
             sites.sort();
             return format!("TSan {}: {}", self.kind, sites.join(" | "));
         }
-        format!("{} {}: {}", self.tool, self.kind, named(&self.frames, 4).join(" < "))
+        format!(
+            "{} {}: {}",
+            self.tool,
+            self.kind,
+            named(&self.frames, 4).join(" < ")
+        )
     }
 
     /// Whether the MLX code of one of the report's stacks (its `sites`) is
     /// in one of `files` (paths in MLX's tree, e.g. `mlx/array.cpp`).
     pub fn touches(&self, files: &[&str]) -> bool {
-        self.sites.iter().any(|site| files.iter().any(|f| site == f || site.ends_with(&format!("/{f}"))))
+        self.sites.iter().any(|site| {
+            files
+                .iter()
+                .any(|f| site == f || site.ends_with(&format!("/{f}")))
+        })
     }
 
     /// Whether the report could be of the kind the fix is about: a leak or a
@@ -54,14 +69,32 @@ impl Report {
     /// from an `ArrayDesc` destructor reaches upstream's racy allocator
     /// counters without the fix having any part in the race.
     pub fn of_the_fix_s_kind(&self) -> bool {
-        self.tool != "TSan" && self.frames.iter().chain(&self.other).any(|f| f.contains("make_arrays") || f.contains("ArrayDesc"))
+        self.tool != "TSan"
+            && self
+                .frames
+                .iter()
+                .chain(&self.other)
+                .any(|f| f.contains("make_arrays") || f.contains("ArrayDesc"))
     }
 }
 
 fn is_runtime_frame(f: &str) -> bool {
-    ["operator new", "operator delete", "malloc", "calloc", "realloc", "free", "posix_memalign", "__interceptor_", "__asan", "__ubsan", "__sanitizer", "__tsan"]
-        .iter()
-        .any(|p| f.starts_with(p))
+    [
+        "operator new",
+        "operator delete",
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "posix_memalign",
+        "__interceptor_",
+        "__asan",
+        "__ubsan",
+        "__sanitizer",
+        "__tsan",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
 }
 
 /// One frame line, as its function and its source location. ASan writes
@@ -73,12 +106,23 @@ fn frame(line: &str) -> Option<(String, Option<String>)> {
     if !t.starts_with('#') {
         return None;
     }
-    let mut rest = t.split_once(char::is_whitespace).map(|(_, r)| r.trim()).unwrap_or("");
+    let mut rest = t
+        .split_once(char::is_whitespace)
+        .map(|(_, r)| r.trim())
+        .unwrap_or("");
     if rest.starts_with("0x") {
         match rest.find(" in ") {
             Some(at) => rest = &rest[at + 4..],
             // `#3 0x7f.. (/lib/x.so+0x1234)`: no symbol.
-            None => return Some((rest.split_whitespace().nth(1).unwrap_or("(unknown)").to_string(), None)),
+            None => {
+                return Some((
+                    rest.split_whitespace()
+                        .nth(1)
+                        .unwrap_or("(unknown)")
+                        .to_string(),
+                    None,
+                ))
+            }
         }
     }
     // The module, then the source location, off the end.
@@ -94,7 +138,11 @@ fn frame(line: &str) -> Option<(String, Option<String>)> {
             rest = f.trim_end();
         }
     }
-    let function = if rest == "<null>" || rest.is_empty() { "(unknown)" } else { rest };
+    let function = if rest == "<null>" || rest.is_empty() {
+        "(unknown)"
+    } else {
+        rest
+    };
     Some((function.to_string(), location))
 }
 
@@ -104,63 +152,149 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
     let mut reports = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
     // The frames of the stack starting at line i.
-    let stack_at = |i: usize| -> Vec<(String, Option<String>)> { lines[i..].iter().take_while(|l| !l.trim().is_empty()).filter_map(|l| frame(l)).collect() };
+    let stack_at = |i: usize| -> Vec<(String, Option<String>)> {
+        lines[i..]
+            .iter()
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| frame(l))
+            .collect()
+    };
     // The next stack from line i, and the line after it; a stack belongs to
     // this report only if no other report starts before it.
     let next_stack = |i: usize| -> Option<(Vec<(String, Option<String>)>, usize)> {
-        let j = (i..lines.len()).take_while(|&j| j == i || !starts_report(lines[j])).find(|&j| lines[j].trim_start().starts_with("#0"))?;
+        let j = (i..lines.len())
+            .take_while(|&j| j == i || !starts_report(lines[j]))
+            .find(|&j| lines[j].trim_start().starts_with("#0"))?;
         let stack = stack_at(j);
         Some((stack.clone(), j + stack.len()))
     };
-    let report = |tool: &'static str, kind: String, summary: String, bytes: u64, i: usize, stacks: usize| -> Report {
+    let report = |tool: &'static str,
+                  kind: String,
+                  summary: String,
+                  bytes: u64,
+                  i: usize,
+                  stacks: usize|
+     -> Report {
         let mut found = Vec::new();
         let mut at = i;
         while found.len() < stacks {
-            let Some((stack, next)) = next_stack(at) else { break };
+            let Some((stack, next)) = next_stack(at) else {
+                break;
+            };
             found.push(stack);
             at = next;
         }
-        let functions = |k: usize| found.get(k).map(|s| s.iter().map(|(f, _)| f.clone()).collect()).unwrap_or_default();
+        let functions = |k: usize| {
+            found
+                .get(k)
+                .map(|s| s.iter().map(|(f, _)| f.clone()).collect())
+                .unwrap_or_default()
+        };
         // The file as a path in MLX's tree (`mlx/array.cpp`), whether the
         // compiler saw it relative to the build (as with ccache) or absolute.
         let file = |l: &str| {
             let path = l.split(':').next().unwrap_or(l);
             ["src/mlx/", "include/mlx/"]
                 .iter()
-                .find_map(|m| path.rfind(m).map(|at| path[at + m.len() - "mlx/".len()..].to_string()))
+                .find_map(|m| {
+                    path.rfind(m)
+                        .map(|at| path[at + m.len() - "mlx/".len()..].to_string())
+                })
                 .unwrap_or_else(|| path.trim_start_matches("../").to_string())
         };
         // MLX compiled from its tree (`../src/mlx/..`) or inlined from its
         // installed headers (`<prefix>/include/mlx/..`).
-        let in_mlx = |l: &&str| (l.contains("src/mlx/") || l.contains("include/mlx/")) && !l.starts_with("/usr/");
+        let in_mlx = |l: &&str| {
+            (l.contains("src/mlx/") || l.contains("include/mlx/")) && !l.starts_with("/usr/")
+        };
         let sites = found
             .iter()
             .map(|s| {
                 let locs: Vec<&str> = s.iter().filter_map(|(_, l)| l.as_deref()).collect();
-                locs.iter().find(|l| in_mlx(l)).or(locs.first()).map(|l| file(l)).unwrap_or_else(|| "(unknown)".into())
+                locs.iter()
+                    .find(|l| in_mlx(l))
+                    .or(locs.first())
+                    .map(|l| file(l))
+                    .unwrap_or_else(|| "(unknown)".into())
             })
             .collect();
-        Report { tool, kind, summary, frames: functions(0), other: functions(1), sites, bytes }
+        Report {
+            tool,
+            kind,
+            summary,
+            frames: functions(0),
+            other: functions(1),
+            sites,
+            bytes,
+        }
     };
     for (i, line) in lines.iter().enumerate() {
         if let Some(rest) = line.split_once("ERROR: AddressSanitizer: ").map(|(_, r)| r) {
-            let kind = rest.split_whitespace().next().unwrap_or("error").to_string();
+            let kind = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or("error")
+                .to_string();
             reports.push(report("ASan", kind, rest.trim().to_string(), 0, i + 1, 2));
-        } else if let Some(rest) = line.trim_start().strip_prefix("Direct leak of ").or_else(|| line.trim_start().strip_prefix("Indirect leak of ")) {
-            let kind = if line.trim_start().starts_with("Direct") { "direct leak" } else { "indirect leak" };
-            let bytes = rest.split_whitespace().next().and_then(|b| b.parse().ok()).unwrap_or(0);
-            reports.push(report("LSan", kind.into(), line.trim().to_string(), bytes, i + 1, 1));
+        } else if let Some(rest) = line
+            .trim_start()
+            .strip_prefix("Direct leak of ")
+            .or_else(|| line.trim_start().strip_prefix("Indirect leak of "))
+        {
+            let kind = if line.trim_start().starts_with("Direct") {
+                "direct leak"
+            } else {
+                "indirect leak"
+            };
+            let bytes = rest
+                .split_whitespace()
+                .next()
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(0);
+            reports.push(report(
+                "LSan",
+                kind.into(),
+                line.trim().to_string(),
+                bytes,
+                i + 1,
+                1,
+            ));
         } else if let Some((_, msg)) = line.split_once(": runtime error: ") {
             // `file:line:col: runtime error: <what>`; with print_stacktrace
             // the stack follows. The kind without its values: `signed
             // integer overflow`, `load of misaligned address`, ...
             let head = msg.split(':').next().unwrap_or(msg);
-            let kind = head.split_whitespace().take_while(|w| !w.starts_with("0x") && !w.starts_with('\'') && !w.starts_with(|c: char| c.is_ascii_digit())).collect::<Vec<_>>().join(" ");
-            let at = line.split(": runtime error").next().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-            let mut r = if lines.get(i + 1).is_some_and(|l| l.trim_start().starts_with("#0")) { report("UBSan", kind.clone(), String::new(), 0, i + 1, 1) } else { report("UBSan", kind.clone(), String::new(), 0, lines.len(), 0) };
+            let kind = head
+                .split_whitespace()
+                .take_while(|w| {
+                    !w.starts_with("0x")
+                        && !w.starts_with('\'')
+                        && !w.starts_with(|c: char| c.is_ascii_digit())
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let at = line
+                .split(": runtime error")
+                .next()
+                .unwrap_or("")
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let mut r = if lines
+                .get(i + 1)
+                .is_some_and(|l| l.trim_start().starts_with("#0"))
+            {
+                report("UBSan", kind.clone(), String::new(), 0, i + 1, 1)
+            } else {
+                report("UBSan", kind.clone(), String::new(), 0, lines.len(), 0)
+            };
             r.summary = format!("{at}: {}", msg.trim());
             reports.push(r);
-        } else if let Some(rest) = line.split_once("WARNING: ThreadSanitizer: ").map(|(_, r)| r) {
+        } else if let Some(rest) = line
+            .split_once("WARNING: ThreadSanitizer: ")
+            .map(|(_, r)| r)
+        {
             let kind = rest.split(" (").next().unwrap_or(rest).trim().to_string();
             reports.push(report("TSan", kind, rest.trim().to_string(), 0, i + 1, 2));
         }
@@ -172,16 +306,20 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
 /// previous report's).
 fn starts_report(line: &str) -> bool {
     let t = line.trim_start();
-    line.contains("ERROR: AddressSanitizer: ") || t.starts_with("Direct leak of ") || t.starts_with("Indirect leak of ") || line.contains(": runtime error: ") || line.contains("WARNING: ThreadSanitizer: ")
+    line.contains("ERROR: AddressSanitizer: ")
+        || t.starts_with("Direct leak of ")
+        || t.starts_with("Indirect leak of ")
+        || line.contains(": runtime error: ")
+        || line.contains("WARNING: ThreadSanitizer: ")
 }
-
 
 /// The reports in one log file. The bytes are read as they are (a log need
 /// not be UTF-8: a symbol or a path may not be), and a log that cannot be
 /// read at all is an error, never an empty list: UBSan and TSan leave the
 /// exit status alone, so the log is the only witness.
 pub fn read_log(path: &Path) -> Result<Vec<Report>> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the sanitizer log {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the sanitizer log {}: {e}", path.display()))?;
     Ok(parse_reports(&String::from_utf8_lossy(&bytes)))
 }
 
@@ -214,16 +352,39 @@ READ of size 8 at 0x6020 thread T0
 ";
         let r = parse_reports(log);
         assert_eq!(r.len(), 4, "{r:?}");
-        assert_eq!((r[0].tool, r[0].kind.as_str(), r[0].bytes), ("LSan", "direct leak", 96));
-        assert_eq!(r[0].frames[1], "mlx::core::array::make_arrays(std::vector<int>)");
+        assert_eq!(
+            (r[0].tool, r[0].kind.as_str(), r[0].bytes),
+            ("LSan", "direct leak", 96)
+        );
+        assert_eq!(
+            r[0].frames[1],
+            "mlx::core::array::make_arrays(std::vector<int>)"
+        );
         assert_eq!(r[1].kind, "indirect leak");
-        assert_eq!(r[1].frames, vec!["malloc".to_string(), "(/usr/lib/libopenblas.so.0+0x10)".to_string()]);
-        assert_eq!((r[2].tool, r[2].kind.as_str()), ("ASan", "heap-use-after-free"));
+        assert_eq!(
+            r[1].frames,
+            vec![
+                "malloc".to_string(),
+                "(/usr/lib/libopenblas.so.0+0x10)".to_string()
+            ]
+        );
+        assert_eq!(
+            (r[2].tool, r[2].kind.as_str()),
+            ("ASan", "heap-use-after-free")
+        );
         assert_eq!(r[2].frames, vec!["mlx::core::array::eval()".to_string()]);
-        assert_eq!((r[3].tool, r[3].kind.as_str()), ("UBSan", "signed integer overflow"));
-        assert!(r[3].summary.starts_with("ops.cpp:12:5: signed integer overflow"));
+        assert_eq!(
+            (r[3].tool, r[3].kind.as_str()),
+            ("UBSan", "signed integer overflow")
+        );
+        assert!(r[3]
+            .summary
+            .starts_with("ops.cpp:12:5: signed integer overflow"));
         // The runtime's own frames do not tell findings apart.
-        assert_eq!(r[0].signature(), "LSan direct leak: mlx::core::array::make_arrays(std::vector<int>) < main");
+        assert_eq!(
+            r[0].signature(),
+            "LSan direct leak: mlx::core::array::make_arrays(std::vector<int>) < main"
+        );
     }
 
     #[test]
@@ -248,8 +409,21 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         let r = parse_reports(log);
         assert_eq!(r.len(), 1, "{r:?}");
         assert_eq!((r[0].tool, r[0].kind.as_str()), ("TSan", "data race"));
-        assert_eq!(r[0].frames, vec!["mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&)", "std::function<void ()>::operator()() const", "(unknown)"]);
-        assert_eq!(r[0].other, vec!["mlx::core::scheduler::Scheduler::n_active_tasks() const", "mlx::core::array::eval()"]);
+        assert_eq!(
+            r[0].frames,
+            vec![
+                "mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&)",
+                "std::function<void ()>::operator()() const",
+                "(unknown)"
+            ]
+        );
+        assert_eq!(
+            r[0].other,
+            vec![
+                "mlx::core::scheduler::Scheduler::n_active_tasks() const",
+                "mlx::core::array::eval()"
+            ]
+        );
         // A race is where MLX's code made the access, not where its callers
         // are: array.cpp only calls into the scheduler here.
         assert!(r[0].touches(&["mlx/scheduler.h"]));
@@ -265,10 +439,14 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         std::mem::swap(&mut swapped.frames, &mut swapped.other);
         swapped.sites.reverse();
         assert_eq!(swapped.signature(), r[0].signature());
-        assert_eq!(r[0].signature(), "TSan data race: mlx/scheduler.h | mlx/scheduler.h");
+        assert_eq!(
+            r[0].signature(),
+            "TSan data race: mlx/scheduler.h | mlx/scheduler.h"
+        );
         // Built without ccache the paths are absolute, in the variant's
         // directory: the same finding on every variant.
-        let absolute = parse_reports(&log.replace("../src/mlx/", "/w/target/mlx/patched-tsan/src/mlx/"));
+        let absolute =
+            parse_reports(&log.replace("../src/mlx/", "/w/target/mlx/patched-tsan/src/mlx/"));
         assert_eq!(absolute[0].signature(), r[0].signature());
         assert!(absolute[0].touches(&["mlx/scheduler.h"]));
     }
@@ -283,11 +461,15 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join("x.log");
         let mut bytes = b"==1==ERROR: AddressSanitizer: heap-use-after-free on address 0x1\n    #0 0x7f5 in f\xff\xfe() /x/src/mlx/array.cpp:9\n".to_vec();
-        bytes.extend(b"\nDirect leak of 8 byte(s) in 1 object(s) allocated from:\n    #0 0x1 in malloc\n");
+        bytes.extend(
+            b"\nDirect leak of 8 byte(s) in 1 object(s) allocated from:\n    #0 0x1 in malloc\n",
+        );
         std::fs::write(&log, &bytes).unwrap();
         let reports = read_log(&log).unwrap();
         assert_eq!(reports.len(), 2, "{reports:?}");
         assert_eq!(reports[0].kind, "heap-use-after-free");
-        assert!(read_log(&dir.join("missing.log")).unwrap_err().contains("cannot read"));
+        assert!(read_log(&dir.join("missing.log"))
+            .unwrap_err()
+            .contains("cannot read"));
     }
 }

@@ -43,7 +43,9 @@ pub fn run(args: &[String]) -> Result<()> {
     for a in args {
         match a.as_str() {
             "--record" => record = true,
-            s if !s.starts_with('-') => sanitizer = Sanitizer::parse(s).map_err(|e| e.to_string())?,
+            s if !s.starts_with('-') => {
+                sanitizer = Sanitizer::parse(s).map_err(|e| e.to_string())?
+            }
             _ => return Err(USAGE.into()),
         }
     }
@@ -60,7 +62,10 @@ pub fn run(args: &[String]) -> Result<()> {
     let variants = expectations.variants();
     let built = mlx_patched::build_all(&variants, &opts).map_err(|e| e.to_string())?;
     let build_time = started.elapsed();
-    eprintln!("sanitizer variants built in {}", mlx_patched::progress::elapsed(build_time));
+    eprintln!(
+        "sanitizer variants built in {}",
+        mlx_patched::progress::elapsed(build_time)
+    );
 
     let out = target_dir()?.join("sanitize").join(sanitizer.name());
     let _ = std::fs::remove_dir_all(&out);
@@ -76,7 +81,11 @@ pub fn run(args: &[String]) -> Result<()> {
         None => None,
     };
     // The Rust API's test binaries, built once per variant it can link.
-    let rust_tests = if sanitizer == Sanitizer::Address { scenarios::rust_test_binaries(&opts.root, sanitizer)? } else { BTreeMap::new() };
+    let rust_tests = if sanitizer == Sanitizer::Address {
+        scenarios::rust_test_binaries(&opts.root, sanitizer)?
+    } else {
+        BTreeMap::new()
+    };
 
     let mut runs = Vec::new();
     let mut ops_seen: Option<Vec<String>> = None;
@@ -86,26 +95,43 @@ pub fn run(args: &[String]) -> Result<()> {
         let mut programs = BTreeMap::new();
         for probe in probes::CPP_PROBES.iter().filter(|p| p.under_sanitizers) {
             let exe = dir.join(probe.name);
-            mlx_patched::compile_program(mlx, &probes::source(probe.name), &exe, &env).map_err(|e| e.to_string())?;
+            mlx_patched::compile_program(mlx, &probes::source(probe.name), &exe, &env)
+                .map_err(|e| e.to_string())?;
             programs.insert(probe.name, exe);
         }
         let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], &mlx.name)?;
         // One probe source, one list: every variant runs the same ops.
         if let Some(seen) = &ops_seen {
             if *seen != ops {
-                return Err(format!("multi_output_ops lists {ops:?} on {}, but {seen:?} on the first variant", mlx.name));
+                return Err(format!(
+                    "multi_output_ops lists {ops:?} on {}, but {seen:?} on the first variant",
+                    mlx.name
+                ));
             }
         }
         ops_seen = Some(ops.clone());
         let table = scenarios::expand(sanitizer, &ops);
         let rust = rust_tests.get(mlx.name.as_str());
-        let planned = table.iter().filter(|p| rust.is_some() || !matches!(p.program, scenarios::Program::RustTest(_))).count();
+        let planned = table
+            .iter()
+            .filter(|p| rust.is_some() || !matches!(p.program, scenarios::Program::RustTest(_)))
+            .count();
         let mut outcomes = Vec::new();
         for s in scenarios::resolve(&table, mlx, &programs, rust, &runtime)? {
             eprintln!("sanitize {}: {} on {}", sanitizer.name(), s.name, mlx.name);
-            outcomes.push(scenarios::run_scenario(&s, sanitizer, &dir, suppressions.as_deref())?);
+            outcomes.push(scenarios::run_scenario(
+                &s,
+                sanitizer,
+                &dir,
+                suppressions.as_deref(),
+            )?);
         }
-        runs.push(VariantRun { name: variant.name, verdict: expectations.verdict(variant), outcomes, planned });
+        runs.push(VariantRun {
+            name: variant.name,
+            verdict: expectations.verdict(variant),
+            outcomes,
+            planned,
+        });
     }
 
     let touched = fix_files(&opts)?;
@@ -115,13 +141,32 @@ pub fn run(args: &[String]) -> Result<()> {
     let path = out.join("report.md");
     std::fs::write(&path, &text).map_err(|e| e.to_string())?;
     println!("\nreport: {}", path.display());
-    let failures: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.what.as_str()).collect();
+    let failures: Vec<&str> = checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.what.as_str())
+        .collect();
     if !failures.is_empty() {
-        return Err(format!("the sanitizer run does not show what it must:\n- {}", failures.join("\n- ")));
+        return Err(format!(
+            "the sanitizer run does not show what it must:\n- {}",
+            failures.join("\n- ")
+        ));
     }
     if record {
-        let scenarios_run = runs.iter().map(|r| (r.name.to_string(), r.outcomes.len())).collect();
-        record::write(sanitizer, &record::Recorded { fingerprint, sanitizer: sanitizer.name().into(), checks, scenarios: scenarios_run }, &text)?;
+        let scenarios_run = runs
+            .iter()
+            .map(|r| (r.name.to_string(), r.outcomes.len()))
+            .collect();
+        record::write(
+            sanitizer,
+            &record::Recorded {
+                fingerprint,
+                sanitizer: sanitizer.name().into(),
+                checks,
+                scenarios: scenarios_run,
+            },
+            &text,
+        )?;
     }
     Ok(())
 }
@@ -130,9 +175,13 @@ pub fn run(args: &[String]) -> Result<()> {
 fn fix_files(opts: &mlx_patched::Options) -> Result<Vec<String>> {
     let mut files = BTreeSet::new();
     for p in mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())? {
-        let text = std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let text =
+            std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
         for line in text.lines() {
-            if let Some(path) = line.strip_prefix("diff --git a/").and_then(|r| r.split_whitespace().next()) {
+            if let Some(path) = line
+                .strip_prefix("diff --git a/")
+                .and_then(|r| r.split_whitespace().next())
+            {
                 if path.starts_with("mlx/") {
                     files.insert(path.to_string());
                 }

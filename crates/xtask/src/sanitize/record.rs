@@ -19,7 +19,9 @@ pub const RUNNER_VERSION: u32 = 2;
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
-    workspace_root().join("docs/sanitize").join(format!("{}.{ext}", sanitizer.name()))
+    workspace_root()
+        .join("docs/sanitize")
+        .join(format!("{}.{ext}", sanitizer.name()))
 }
 
 /// The Rust files whose code runs under the sanitizer: the Rust API, its
@@ -28,19 +30,31 @@ pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
 fn rust_inputs() -> Result<Vec<PathBuf>> {
     let root = workspace_root();
     let mut files = Vec::new();
-    for dir in ["crates/mlx-bridge/src", "crates/mlx-bridge/cpp", "crates/probes/src", "src"] {
+    for dir in [
+        "crates/mlx-bridge/src",
+        "crates/mlx-bridge/cpp",
+        "crates/probes/src",
+        "src",
+    ] {
         files.extend(files_under(&root.join(dir))?);
     }
     files.push(root.join("crates/mlx-bridge/build.rs"));
     for (package, test) in RUST_TESTS {
-        files.push(if *package == "mlx-fork" { root.join(format!("tests/{test}.rs")) } else { root.join(format!("crates/{package}/tests/{test}.rs")) });
+        files.push(if *package == "mlx-fork" {
+            root.join(format!("tests/{test}.rs"))
+        } else {
+            root.join(format!("crates/{package}/tests/{test}.rs"))
+        });
     }
     Ok(files)
 }
 
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -79,17 +93,25 @@ pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let mut f = Fingerprint::new(&format!("sanitizer run {RUNNER_VERSION}"));
     f.text("sanitizer", sanitizer.name());
     for v in expectations.variants() {
-        f.text("variant", format!("{v:?}")).text("verdict", format!("{:?}", expectations.verdict(&v)));
-        f.text("build", mlx_patched::build_inputs(v, &upstream, &opts).map_err(|e| e.to_string())?);
+        f.text("variant", format!("{v:?}"))
+            .text("verdict", format!("{:?}", expectations.verdict(&v)));
+        f.text(
+            "build",
+            mlx_patched::build_inputs(v, &upstream, &opts).map_err(|e| e.to_string())?,
+        );
     }
     f.text("program flags", sanitizer.compile_flags().join(" "));
     f.text("scenarios", format!("{:?}", table(sanitizer)));
-    f.text("options", format!("{:?}", options(sanitizer))).text("suppressions", suppressions(sanitizer).unwrap_or(""));
+    f.text("options", format!("{:?}", options(sanitizer)))
+        .text("suppressions", suppressions(sanitizer).unwrap_or(""));
     for p in hashed_files(sanitizer)? {
         f.file(&p).map_err(|e| e.to_string())?;
     }
     if sanitizer == Sanitizer::Address {
-        let rustc = std::process::Command::new("rustc").arg("-V").output().map_err(|e| format!("cannot run rustc: {e}"))?;
+        let rustc = std::process::Command::new("rustc")
+            .arg("-V")
+            .output()
+            .map_err(|e| format!("cannot run rustc: {e}"))?;
         f.text("rustc", String::from_utf8_lossy(&rustc.stdout).trim());
     }
     Ok(f.finish())
@@ -114,22 +136,49 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn to_json(&self) -> String {
-        let checks: Vec<Value> = self.checks.iter().map(|c| json!({"ok": c.ok, "what": c.what})).collect();
+        let checks: Vec<Value> = self
+            .checks
+            .iter()
+            .map(|c| json!({"ok": c.ok, "what": c.what}))
+            .collect();
         let doc = json!({"fingerprint": self.fingerprint, "runner_version": RUNNER_VERSION, "sanitizer": self.sanitizer, "checks": checks, "scenarios": self.scenarios});
         serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
     }
 
     pub fn from_json(text: &str) -> Result<Recorded> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("not the JSON a run records: {e}"))?;
-        let s = |k: &str| v[k].as_str().map(String::from).ok_or(format!("it has no `{k}`"));
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| format!("not the JSON a run records: {e}"))?;
+        let s = |k: &str| {
+            v[k].as_str()
+                .map(String::from)
+                .ok_or(format!("it has no `{k}`"))
+        };
         let checks = v["checks"]
             .as_array()
             .ok_or("it has no `checks`")?
             .iter()
-            .map(|c| Ok(Check { ok: c["ok"].as_bool().ok_or("a check without `ok`")?, what: c["what"].as_str().ok_or("a check without `what`")?.to_string() }))
+            .map(|c| {
+                Ok(Check {
+                    ok: c["ok"].as_bool().ok_or("a check without `ok`")?,
+                    what: c["what"]
+                        .as_str()
+                        .ok_or("a check without `what`")?
+                        .to_string(),
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
-        let scenarios = v["scenarios"].as_object().ok_or("it has no `scenarios`")?.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0) as usize)).collect();
-        Ok(Recorded { fingerprint: s("fingerprint")?, sanitizer: s("sanitizer")?, checks, scenarios })
+        let scenarios = v["scenarios"]
+            .as_object()
+            .ok_or("it has no `scenarios`")?
+            .iter()
+            .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0) as usize))
+            .collect();
+        Ok(Recorded {
+            fingerprint: s("fingerprint")?,
+            sanitizer: s("sanitizer")?,
+            checks,
+            scenarios,
+        })
     }
 }
 
@@ -140,11 +189,22 @@ pub fn stamp(fingerprint: &str) -> String {
 
 /// Writes both records of a finished run.
 pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Result<()> {
-    let (json_path, md_path) = (recorded_path(sanitizer, "json"), recorded_path(sanitizer, "md"));
+    let (json_path, md_path) = (
+        recorded_path(sanitizer, "json"),
+        recorded_path(sanitizer, "md"),
+    );
     std::fs::create_dir_all(json_path.parent().unwrap()).map_err(|e| e.to_string())?;
-    std::fs::write(&md_path, format!("{}\n{markdown}", stamp(&recorded.fingerprint))).map_err(|e| e.to_string())?;
+    std::fs::write(
+        &md_path,
+        format!("{}\n{markdown}", stamp(&recorded.fingerprint)),
+    )
+    .map_err(|e| e.to_string())?;
     std::fs::write(&json_path, recorded.to_json()).map_err(|e| e.to_string())?;
-    println!("recorded: {} and {}", json_path.display(), md_path.display());
+    println!(
+        "recorded: {} and {}",
+        json_path.display(),
+        md_path.display()
+    );
     Ok(())
 }
 
@@ -154,17 +214,32 @@ pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Resul
 /// going stale silently.
 pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let rerun = format!("rerun `cargo xtask sanitize {} --record` (about 30 minutes on 2 cores when its variants are not built yet)", sanitizer.name());
-    let (json_path, md_path) = (recorded_path(sanitizer, "json"), recorded_path(sanitizer, "md"));
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(|_| format!("there is no recorded {} run ({}): {rerun}", sanitizer.name(), p.display()));
+    let (json_path, md_path) = (
+        recorded_path(sanitizer, "json"),
+        recorded_path(sanitizer, "md"),
+    );
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|_| {
+            format!(
+                "there is no recorded {} run ({}): {rerun}",
+                sanitizer.name(),
+                p.display()
+            )
+        })
+    };
     let (json, md) = (read(&json_path)?, read(&md_path)?);
-    verify(&json, &md, &fingerprint(sanitizer, opts)?).map_err(|e| format!("{}: {e}; {rerun}", json_path.display()))
+    verify(&json, &md, &fingerprint(sanitizer, opts)?)
+        .map_err(|e| format!("{}: {e}; {rerun}", json_path.display()))
 }
 
 /// A recorded run against the fingerprint it must have; its summary.
 fn verify(json: &str, markdown: &str, expected: &str) -> Result<String> {
     let r = Recorded::from_json(json)?;
     if r.fingerprint != expected {
-        return Err(format!("it was recorded for inputs {}, but this tree's inputs give {expected}", r.fingerprint));
+        return Err(format!(
+            "it was recorded for inputs {}, but this tree's inputs give {expected}",
+            r.fingerprint
+        ));
     }
     if markdown.lines().next() != Some(stamp(expected).as_str()) {
         return Err("its markdown report was not rendered from the same run".into());
@@ -178,8 +253,16 @@ fn verify(json: &str, markdown: &str, expected: &str) -> Result<String> {
     if r.scenarios.is_empty() || r.scenarios.values().any(|&n| n == 0) {
         return Err(format!("a variant ran no scenario: {:?}", r.scenarios));
     }
-    let runs: Vec<String> = r.scenarios.iter().map(|(v, n)| format!("{v} {n}")).collect();
-    Ok(format!("{} expectations held; scenarios run: {}", r.checks.len(), runs.join(", ")))
+    let runs: Vec<String> = r
+        .scenarios
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect();
+    Ok(format!(
+        "{} expectations held; scenarios run: {}",
+        r.checks.len(),
+        runs.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -190,7 +273,16 @@ mod tests {
         Recorded {
             fingerprint: fp.into(),
             sanitizer: "address".into(),
-            checks: vec![Check { ok: true, what: "patched: clean".into() }, Check { ok: true, what: "pristine: leaks".into() }],
+            checks: vec![
+                Check {
+                    ok: true,
+                    what: "patched: clean".into(),
+                },
+                Check {
+                    ok: true,
+                    what: "pristine: leaks".into(),
+                },
+            ],
             scenarios: [("patched".to_string(), 25), ("pristine".to_string(), 25)].into(),
         }
     }
@@ -199,8 +291,20 @@ mod tests {
     fn the_fingerprint_covers_the_code_that_runs_under_the_sanitizer() {
         let files = hashed_files(Sanitizer::Address).unwrap();
         let root = workspace_root();
-        for f in ["crates/probes/cpp/leak_scenario.cpp", "crates/probes/cpp/probe_output.h", "crates/mlx-bridge/cpp/array.cc", "crates/mlx-bridge/cpp/bridge.h", "crates/mlx-bridge/src/array.rs", "crates/mlx-bridge/tests/api.rs", "tests/rust_api_leak.rs", "tests/semantics.rs"] {
-            assert!(files.contains(&root.join(f)), "{f} is not hashed: {files:?}");
+        for f in [
+            "crates/probes/cpp/leak_scenario.cpp",
+            "crates/probes/cpp/probe_output.h",
+            "crates/mlx-bridge/cpp/array.cc",
+            "crates/mlx-bridge/cpp/bridge.h",
+            "crates/mlx-bridge/src/array.rs",
+            "crates/mlx-bridge/tests/api.rs",
+            "tests/rust_api_leak.rs",
+            "tests/semantics.rs",
+        ] {
+            assert!(
+                files.contains(&root.join(f)),
+                "{f} is not hashed: {files:?}"
+            );
         }
         // The runner's own source is not: its logic is RUNNER_VERSION.
         assert!(!files.iter().any(|f| f.to_string_lossy().contains("xtask")));
@@ -216,7 +320,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let wrapper = dir.join("c++");
         std::fs::write(&wrapper, "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'another c++ 1.0'; exit 0; }\nexec c++ \"$@\"\n").unwrap();
-        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         // This test binary reads CXX nowhere else.
         std::env::set_var("CXX", &wrapper);
         let after = fingerprint(Sanitizer::Thread, &opts);
@@ -229,19 +337,33 @@ mod tests {
         let good = recorded("abc");
         let md = format!("{}\n# report\n", stamp("abc"));
         assert_eq!(Recorded::from_json(&good.to_json()).unwrap(), good);
-        assert!(verify(&good.to_json(), &md, "abc").unwrap().starts_with("2 expectations held"));
+        assert!(verify(&good.to_json(), &md, "abc")
+            .unwrap()
+            .starts_with("2 expectations held"));
         // Recorded for other inputs: stale.
-        assert!(verify(&good.to_json(), &md, "abd").unwrap_err().contains("recorded for inputs abc"));
-        assert!(verify(&good.to_json(), &format!("{}\n", stamp("old")), "abc").unwrap_err().contains("same run"));
+        assert!(verify(&good.to_json(), &md, "abd")
+            .unwrap_err()
+            .contains("recorded for inputs abc"));
+        assert!(
+            verify(&good.to_json(), &format!("{}\n", stamp("old")), "abc")
+                .unwrap_err()
+                .contains("same run")
+        );
         let mut failed = good.clone();
         failed.checks[1].ok = false;
-        assert!(verify(&failed.to_json(), &md, "abc").unwrap_err().contains("pristine: leaks"));
+        assert!(verify(&failed.to_json(), &md, "abc")
+            .unwrap_err()
+            .contains("pristine: leaks"));
         let mut empty = good.clone();
         empty.checks.clear();
-        assert!(verify(&empty.to_json(), &md, "abc").unwrap_err().contains("no expectations"));
+        assert!(verify(&empty.to_json(), &md, "abc")
+            .unwrap_err()
+            .contains("no expectations"));
         let mut idle = good.clone();
         idle.scenarios.insert("suggested".into(), 0);
-        assert!(verify(&idle.to_json(), &md, "abc").unwrap_err().contains("ran no scenario"));
+        assert!(verify(&idle.to_json(), &md, "abc")
+            .unwrap_err()
+            .contains("ran no scenario"));
         assert!(verify("not json", &md, "abc").is_err());
     }
 }

@@ -10,13 +10,23 @@ use std::fmt::Write as _;
 /// Per variant, the reports by tool and kind; per scenario, what each
 /// variant showed; the expectations checked; each distinct finding with
 /// its stack.
-pub fn markdown(sanitizer: Sanitizer, results: &[VariantRun], checks: &[Check], total: std::time::Duration, build: std::time::Duration) -> String {
+pub fn markdown(
+    sanitizer: Sanitizer,
+    results: &[VariantRun],
+    checks: &[Check],
+    total: std::time::Duration,
+    build: std::time::Duration,
+) -> String {
     let mut t = String::new();
     let names: Vec<&str> = results.iter().map(|r| r.name).collect();
-    writeln!(t, "# Sanitizer run: {}\n", match sanitizer {
-        Sanitizer::Address => "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer",
-        Sanitizer::Thread => "ThreadSanitizer",
-    })
+    writeln!(
+        t,
+        "# Sanitizer run: {}\n",
+        match sanitizer {
+            Sanitizer::Address => "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer",
+            Sanitizer::Thread => "ThreadSanitizer",
+        }
+    )
     .unwrap();
     writeln!(t, "Variants (GCC, -O1, frame pointers, -g1, census on) built or found built in {}; everything in {}.\n", mlx_patched::progress::elapsed(build), mlx_patched::progress::elapsed(total)).unwrap();
 
@@ -25,27 +35,70 @@ pub fn markdown(sanitizer: Sanitizer, results: &[VariantRun], checks: &[Check], 
     for run in results {
         for o in &run.outcomes {
             for r in &o.reports {
-                *kinds.entry(format!("{} {}", r.tool, r.kind)).or_default().entry(run.name).or_default() += 1;
+                *kinds
+                    .entry(format!("{} {}", r.tool, r.kind))
+                    .or_default()
+                    .entry(run.name)
+                    .or_default() += 1;
             }
         }
     }
-    writeln!(t, "## Reports by kind\n\n| report | {} |\n|---|{}", names.join(" | "), "---|".repeat(names.len())).unwrap();
+    writeln!(
+        t,
+        "## Reports by kind\n\n| report | {} |\n|---|{}",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    )
+    .unwrap();
     if kinds.is_empty() {
         writeln!(t, "| (none) |{}", " 0 |".repeat(names.len())).unwrap();
     }
     for (kind, per) in &kinds {
-        let cells: Vec<String> = names.iter().map(|n| per.get(n).copied().unwrap_or(0).to_string()).collect();
+        let cells: Vec<String> = names
+            .iter()
+            .map(|n| per.get(n).copied().unwrap_or(0).to_string())
+            .collect();
         writeln!(t, "| {kind} | {} |", cells.join(" | ")).unwrap();
     }
-    let totals: Vec<String> = results.iter().map(|r| r.outcomes.iter().map(|o| o.reports.len()).sum::<usize>().to_string()).collect();
+    let totals: Vec<String> = results
+        .iter()
+        .map(|r| {
+            r.outcomes
+                .iter()
+                .map(|o| o.reports.len())
+                .sum::<usize>()
+                .to_string()
+        })
+        .collect();
     writeln!(t, "| **all** | {} |", totals.join(" | ")).unwrap();
 
     // Per scenario.
     writeln!(t, "\n## Per scenario\n\nEach cell: exit status; reports (by tool); live descriptors retained after each cycle (census).\n").unwrap();
-    writeln!(t, "| scenario | {} |\n|---|{}", names.join(" | "), "---|".repeat(names.len())).unwrap();
-    let scenario_names: Vec<&str> = results.first().map(|r| r.outcomes.iter().map(|o| o.scenario.as_str()).collect()).unwrap_or_default();
-    let all_scenarios: BTreeSet<&str> = results.iter().flat_map(|r| r.outcomes.iter().map(|o| o.scenario.as_str())).collect();
-    let ordered: Vec<&str> = scenario_names.iter().copied().chain(all_scenarios.iter().copied().filter(|s| !scenario_names.contains(s))).collect();
+    writeln!(
+        t,
+        "| scenario | {} |\n|---|{}",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    )
+    .unwrap();
+    let scenario_names: Vec<&str> = results
+        .first()
+        .map(|r| r.outcomes.iter().map(|o| o.scenario.as_str()).collect())
+        .unwrap_or_default();
+    let all_scenarios: BTreeSet<&str> = results
+        .iter()
+        .flat_map(|r| r.outcomes.iter().map(|o| o.scenario.as_str()))
+        .collect();
+    let ordered: Vec<&str> = scenario_names
+        .iter()
+        .copied()
+        .chain(
+            all_scenarios
+                .iter()
+                .copied()
+                .filter(|s| !scenario_names.contains(s)),
+        )
+        .collect();
     for s in &ordered {
         let cells: Vec<String> = results
             .iter()
@@ -56,8 +109,19 @@ pub fn markdown(sanitizer: Sanitizer, results: &[VariantRun], checks: &[Check], 
                     for r in &o.reports {
                         *by.entry(r.tool).or_default() += 1;
                     }
-                    let reports = if by.is_empty() { "no report".to_string() } else { by.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ") };
-                    let census = if o.census.is_empty() { String::new() } else { format!("; census {:?}", o.census) };
+                    let reports = if by.is_empty() {
+                        "no report".to_string()
+                    } else {
+                        by.iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let census = if o.census.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; census {:?}", o.census)
+                    };
                     format!("{}; {reports}{census}", o.status)
                 }
             })
@@ -92,16 +156,34 @@ pub fn markdown(sanitizer: Sanitizer, results: &[VariantRun], checks: &[Check], 
                 _ => 0,
             };
             distinct.sort_by_key(|r| rank(r));
-            let limit = if run.verdict == Expect::Fixed { distinct.len() } else { 3 };
+            let limit = if run.verdict == Expect::Fixed {
+                distinct.len()
+            } else {
+                3
+            };
             for r in distinct.iter().take(limit) {
                 let sig = r.signature();
                 let count = o.reports.iter().filter(|x| x.signature() == sig).count();
-                writeln!(t, "### {} / {}: {} {} ({count}x in this scenario)\n\n{}\n\n```", run.name, o.scenario, r.tool, r.kind, r.summary).unwrap();
+                writeln!(
+                    t,
+                    "### {} / {}: {} {} ({count}x in this scenario)\n\n{}\n\n```",
+                    run.name, o.scenario, r.tool, r.kind, r.summary
+                )
+                .unwrap();
                 for (i, f) in r.frames.iter().take(12).enumerate() {
                     writeln!(t, "#{i} {f}").unwrap();
                 }
                 if !r.other.is_empty() {
-                    writeln!(t, "{}", if r.tool == "TSan" { "-- the other access:" } else { "-- then:" }).unwrap();
+                    writeln!(
+                        t,
+                        "{}",
+                        if r.tool == "TSan" {
+                            "-- the other access:"
+                        } else {
+                            "-- then:"
+                        }
+                    )
+                    .unwrap();
                     for (i, f) in r.other.iter().take(8).enumerate() {
                         writeln!(t, "#{i} {f}").unwrap();
                     }

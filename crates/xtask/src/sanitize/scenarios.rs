@@ -30,15 +30,24 @@ pub struct Planned {
 }
 
 fn planned(name: &str, program: Program, args: &[&str]) -> Planned {
-    Planned { name: name.to_string(), program, args: args.iter().map(|a| a.to_string()).collect() }
+    Planned {
+        name: name.to_string(),
+        program,
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
 }
 
 /// The Rust API's tests run under AddressSanitizer: (package, test target).
 /// Each must be found for each variant the Rust API links.
-pub const RUST_TESTS: &[(&str, &str)] = &[("mlx-bridge", "api"), ("mlx-fork", "rust_api_leak"), ("mlx-fork", "semantics")];
+pub const RUST_TESTS: &[(&str, &str)] = &[
+    ("mlx-bridge", "api"),
+    ("mlx-fork", "rust_api_leak"),
+    ("mlx-fork", "semantics"),
+];
 
 /// The variants the Rust API can link, with the features that select them.
-pub const RUST_VARIANTS: &[(&str, Option<&str>)] = &[("patched", None), ("pristine", Some("pristine"))];
+pub const RUST_VARIANTS: &[(&str, Option<&str>)] =
+    &[("patched", None), ("pristine", Some("pristine"))];
 
 /// The table every variant runs, but the multi-output ops, which the
 /// probe lists itself (`multi_output_ops --list`) and [`expand`] adds.
@@ -48,22 +57,108 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
         // The threaded scenario, and the compile cache filled and emptied
         // from two threads at once, with small weights.
         return vec![
-            planned("threads", Probe("leak_scenario"), &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "128"]),
-            planned("threads, two shapes", Probe("leak_scenario"), &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "128", "--shapes", "2"]),
+            planned(
+                "threads",
+                Probe("leak_scenario"),
+                &[
+                    "--threads",
+                    "2",
+                    "--cycles",
+                    "5",
+                    "--blocks",
+                    "4",
+                    "--dim",
+                    "128",
+                ],
+            ),
+            planned(
+                "threads, two shapes",
+                Probe("leak_scenario"),
+                &[
+                    "--threads",
+                    "2",
+                    "--cycles",
+                    "5",
+                    "--blocks",
+                    "4",
+                    "--dim",
+                    "128",
+                    "--shapes",
+                    "2",
+                ],
+            ),
         ];
     }
     let mut list = vec![
-        Planned { name: "MLX's C++ suite".into(), program: MlxSuite, args: vec![mlx_patched::mlx_tests_filter()] },
-        planned("report's scenario", Probe("leak_scenario"), &["--cycles", "3"]),
-        planned("two slices", Probe("leak_scenario"), &["--cycles", "3", "--slices"]),
-        planned("not evaluated outside", Probe("leak_scenario"), &["--cycles", "3", "--no-eval-outside"]),
-        planned("eager", Probe("leak_scenario"), &["--cycles", "3", "--no-compile"]),
-        planned("two shapes", Probe("leak_scenario"), &["--cycles", "3", "--shapes", "2"]),
-        planned("threads", Probe("leak_scenario"), &["--threads", "2", "--cycles", "5", "--blocks", "4", "--dim", "256"]),
+        Planned {
+            name: "MLX's C++ suite".into(),
+            program: MlxSuite,
+            args: vec![mlx_patched::mlx_tests_filter()],
+        },
+        planned(
+            "report's scenario",
+            Probe("leak_scenario"),
+            &["--cycles", "3"],
+        ),
+        planned(
+            "two slices",
+            Probe("leak_scenario"),
+            &["--cycles", "3", "--slices"],
+        ),
+        planned(
+            "not evaluated outside",
+            Probe("leak_scenario"),
+            &["--cycles", "3", "--no-eval-outside"],
+        ),
+        planned(
+            "eager",
+            Probe("leak_scenario"),
+            &["--cycles", "3", "--no-compile"],
+        ),
+        planned(
+            "two shapes",
+            Probe("leak_scenario"),
+            &["--cycles", "3", "--shapes", "2"],
+        ),
+        planned(
+            "threads",
+            Probe("leak_scenario"),
+            &[
+                "--threads",
+                "2",
+                "--cycles",
+                "5",
+                "--blocks",
+                "4",
+                "--dim",
+                "256",
+            ],
+        ),
         planned("held output", Probe("held_output"), &[]),
-        planned("transformer", Probe("transformer"), &["--cycles", "3", "--layers", "2", "--d-model", "128", "--heads", "4", "--ffn", "256", "--seq", "16"]),
+        planned(
+            "transformer",
+            Probe("transformer"),
+            &[
+                "--cycles",
+                "3",
+                "--layers",
+                "2",
+                "--d-model",
+                "128",
+                "--heads",
+                "4",
+                "--ffn",
+                "256",
+                "--seq",
+                "16",
+            ],
+        ),
     ];
-    list.extend(RUST_TESTS.iter().map(|(_, t)| planned(&format!("rust {t}"), RustTest(t), &["--test-threads=1"])));
+    list.extend(
+        RUST_TESTS
+            .iter()
+            .map(|(_, t)| planned(&format!("rust {t}"), RustTest(t), &["--test-threads=1"])),
+    );
     list
 }
 
@@ -74,7 +169,11 @@ pub fn expand(sanitizer: Sanitizer, ops: &[String]) -> Vec<Planned> {
     let mut list = table(sanitizer);
     if sanitizer == Sanitizer::Address {
         for op in ops {
-            list.push(planned(&format!("multi-output op {op}"), Program::Probe("multi_output_ops"), &["--op", op, "--cycles", "3"]));
+            list.push(planned(
+                &format!("multi-output op {op}"),
+                Program::Probe("multi_output_ops"),
+                &["--op", op, "--cycles", "3"],
+            ));
         }
     }
     list
@@ -82,10 +181,19 @@ pub fn expand(sanitizer: Sanitizer, ops: &[String]) -> Vec<Planned> {
 
 /// The multi-output ops the probe built against `mlx` lists.
 pub fn multi_output_ops(program: &Path, variant: &str) -> Result<Vec<String>> {
-    let listed = Command::new(program).arg("--list").output().map_err(|e| e.to_string())?;
-    let ops: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(String::from).collect();
+    let listed = Command::new(program)
+        .arg("--list")
+        .output()
+        .map_err(|e| e.to_string())?;
+    let ops: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
     if !listed.status.success() || ops.is_empty() {
-        return Err(format!("multi_output_ops --list failed on {variant}: {}", String::from_utf8_lossy(&listed.stderr)));
+        return Err(format!(
+            "multi_output_ops --list failed on {variant}: {}",
+            String::from_utf8_lossy(&listed.stderr)
+        ));
     }
     Ok(ops)
 }
@@ -96,7 +204,10 @@ pub fn multi_output_ops(program: &Path, variant: &str) -> Result<Vec<String>> {
 /// (`exitcode=0`): a race is counted from the log.
 pub fn options(sanitizer: Sanitizer) -> &'static [(&'static str, &'static str)] {
     match sanitizer {
-        Sanitizer::Address => &[("ASAN_OPTIONS", "detect_leaks=1:symbolize=1"), ("UBSAN_OPTIONS", "print_stacktrace=1")],
+        Sanitizer::Address => &[
+            ("ASAN_OPTIONS", "detect_leaks=1:symbolize=1"),
+            ("UBSAN_OPTIONS", "print_stacktrace=1"),
+        ],
         Sanitizer::Thread => &[("TSAN_OPTIONS", "second_deadlock_stack=1:exitcode=0")],
     }
 }
@@ -135,27 +246,49 @@ pub struct Outcome {
 /// The scenarios of `table` for one variant: each program resolved, the
 /// Rust tests started through the dynamic loader with the sanitizer's
 /// runtime preloaded.
-pub fn resolve(table: &[Planned], mlx: &Artifacts, probes: &BTreeMap<&str, PathBuf>, rust: Option<&BTreeMap<String, PathBuf>>, runtime: &Path) -> Result<Vec<Scenario>> {
+pub fn resolve(
+    table: &[Planned],
+    mlx: &Artifacts,
+    probes: &BTreeMap<&str, PathBuf>,
+    rust: Option<&BTreeMap<String, PathBuf>>,
+    runtime: &Path,
+) -> Result<Vec<Scenario>> {
     let mut list = Vec::new();
     for p in table {
         let (program, args) = match &p.program {
             Program::MlxSuite => (mlx.mlx_tests.clone(), p.args.clone()),
-            Program::Probe(name) => (probes.get(name).cloned().ok_or(format!("the probe {name} was not built for {}", mlx.name))?, p.args.clone()),
+            Program::Probe(name) => (
+                probes
+                    .get(name)
+                    .cloned()
+                    .ok_or(format!("the probe {name} was not built for {}", mlx.name))?,
+                p.args.clone(),
+            ),
             Program::RustTest(name) => {
                 // Only the variants the Rust API links have these.
-                let Some(exe) = rust.and_then(|r| r.get(*name)) else { continue };
+                let Some(exe) = rust.and_then(|r| r.get(*name)) else {
+                    continue;
+                };
                 // The runtime must come first, and only in this process: MLX
                 // runs the C++ compiler to see whether it can JIT, and with
                 // LD_PRELOAD the compiler would inherit the runtime, report
                 // its own leaks and fail, and MLX would silently stop
                 // compiling. The dynamic loader's `--preload` leaves the
                 // environment alone.
-                let mut args = vec!["--preload".to_string(), runtime.display().to_string(), exe.display().to_string()];
+                let mut args = vec![
+                    "--preload".to_string(),
+                    runtime.display().to_string(),
+                    exe.display().to_string(),
+                ];
                 args.extend(p.args.iter().cloned());
                 (super::elf::interpreter(exe)?, args)
             }
         };
-        list.push(Scenario { name: p.name.clone(), program, args });
+        list.push(Scenario {
+            name: p.name.clone(),
+            program,
+            args,
+        });
     }
     Ok(list)
 }
@@ -168,13 +301,30 @@ pub fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
         Sanitizer::Thread => "libtsan.so",
     };
     let cxx = mlx_patched::Env::process().cxx_or_default();
-    let out = Command::new(&cxx).arg(format!("-print-file-name={name}")).output().map_err(|e| format!("cannot run {}: {e}", cxx.to_string_lossy()))?;
+    let out = Command::new(&cxx)
+        .arg(format!("-print-file-name={name}"))
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cxx.to_string_lossy()))?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    path.canonicalize().map_err(|_| format!("the C++ compiler has no {name} ({}): install its sanitizer runtime", path.display()))
+    path.canonicalize().map_err(|_| {
+        format!(
+            "the C++ compiler has no {name} ({}): install its sanitizer runtime",
+            path.display()
+        )
+    })
 }
 
-pub fn run_scenario(s: &Scenario, sanitizer: Sanitizer, dir: &Path, suppressions: Option<&Path>) -> Result<Outcome> {
-    let slug: String = s.name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+pub fn run_scenario(
+    s: &Scenario,
+    sanitizer: Sanitizer,
+    dir: &Path,
+    suppressions: Option<&Path>,
+) -> Result<Outcome> {
+    let slug: String = s
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
     let logs = dir.join(format!("{slug}.log"));
     let mut cmd = Command::new(&s.program);
     cmd.args(&s.args);
@@ -183,27 +333,53 @@ pub fn run_scenario(s: &Scenario, sanitizer: Sanitizer, dir: &Path, suppressions
         Sanitizer::Thread => [("TSAN_OPTIONS", "tsan")].as_slice(),
     };
     for (var, value) in options(sanitizer) {
-        let ext = suffix.iter().find(|(v, _)| v == var).map(|(_, e)| *e).unwrap_or("log");
-        let supp = suppressions.filter(|_| *var == "TSAN_OPTIONS").map(|p| format!(":suppressions={}", p.display())).unwrap_or_default();
-        cmd.env(var, format!("{value}:log_path={}.{ext}{supp}", logs.display()));
+        let ext = suffix
+            .iter()
+            .find(|(v, _)| v == var)
+            .map(|(_, e)| *e)
+            .unwrap_or("log");
+        let supp = suppressions
+            .filter(|_| *var == "TSAN_OPTIONS")
+            .map(|p| format!(":suppressions={}", p.display()))
+            .unwrap_or_default();
+        cmd.env(
+            var,
+            format!("{value}:log_path={}.{ext}{supp}", logs.display()),
+        );
     }
-    let output = cmd.output().map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
+    let output = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     std::fs::write(dir.join(format!("{slug}.stdout")), &stdout).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join(format!("{slug}.stderr")), &output.stderr).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{slug}.stderr")), &output.stderr)
+        .map_err(|e| e.to_string())?;
     let prefix = format!("{slug}.log.");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
         .collect();
     files.sort();
     let mut reports = Vec::new();
     for f in files {
         reports.extend(read_log(&f)?);
     }
-    let census = parse_records(&stdout).iter().filter(|r| r.kind == "census").filter_map(|r| r.number("descriptors_retained")).collect();
-    Ok(Outcome { scenario: s.name.clone(), status: exit_status(&output.status), success: output.status.success(), reports, census })
+    let census = parse_records(&stdout)
+        .iter()
+        .filter(|r| r.kind == "census")
+        .filter_map(|r| r.number("descriptors_retained"))
+        .collect();
+    Ok(Outcome {
+        scenario: s.name.clone(),
+        status: exit_status(&output.status),
+        success: output.status.success(),
+        reports,
+        census,
+    })
 }
 
 fn exit_status(status: &std::process::ExitStatus) -> String {
@@ -219,34 +395,60 @@ fn exit_status(status: &std::process::ExitStatus) -> String {
 /// sanitizer prefix of a variant the Rust API can link, in their own Cargo
 /// target directory; returns them by variant. A test binary that is not
 /// found is an error: the run would claim what it did not run.
-pub fn rust_test_binaries(root: &Path, sanitizer: Sanitizer) -> Result<BTreeMap<&'static str, BTreeMap<String, PathBuf>>> {
+pub fn rust_test_binaries(
+    root: &Path,
+    sanitizer: Sanitizer,
+) -> Result<BTreeMap<&'static str, BTreeMap<String, PathBuf>>> {
     let target = target_dir()?.join("sanitize").join("cargo");
     let mut all = BTreeMap::new();
     for (variant, feature) in RUST_VARIANTS {
         let mut cmd = cargo();
-        cmd.args(["test", "--no-run", "--message-format=json-render-diagnostics"]);
+        cmd.args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ]);
         for (package, test) in RUST_TESTS {
             cmd.args(["-p", package, "--test", test]);
         }
         if let Some(f) = feature {
             cmd.args(["--features", &format!("mlx-fork/{f},mlx-bridge/{f}")]);
         }
-        cmd.env("CARGO_TARGET_DIR", &target).env("MLX_PATCHED_BUILD_DIR", root).env("MLX_PATCHED_SANITIZER", sanitizer.name());
-        eprintln!("sanitize: building the Rust API's tests against {variant}-{}", sanitizer.suffix());
-        let out = cmd.stderr(std::process::Stdio::inherit()).output().map_err(|e| format!("cannot run cargo: {e}"))?;
+        cmd.env("CARGO_TARGET_DIR", &target)
+            .env("MLX_PATCHED_BUILD_DIR", root)
+            .env("MLX_PATCHED_SANITIZER", sanitizer.name());
+        eprintln!(
+            "sanitize: building the Rust API's tests against {variant}-{}",
+            sanitizer.suffix()
+        );
+        let out = cmd
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
         if !out.status.success() {
-            return Err(format!("building the Rust API's tests against {variant}-{} failed", sanitizer.suffix()));
+            return Err(format!(
+                "building the Rust API's tests against {variant}-{} failed",
+                sanitizer.suffix()
+            ));
         }
         let mut binaries = BTreeMap::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-            if let (Some(exe), Some(name)) = (msg["executable"].as_str(), msg["target"]["name"].as_str()) {
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let (Some(exe), Some(name)) =
+                (msg["executable"].as_str(), msg["target"]["name"].as_str())
+            {
                 if msg["profile"]["test"].as_bool() == Some(true) {
                     binaries.insert(name.to_string(), PathBuf::from(exe));
                 }
             }
         }
-        let missing: Vec<&str> = RUST_TESTS.iter().map(|(_, t)| *t).filter(|t| !binaries.contains_key(*t)).collect();
+        let missing: Vec<&str> = RUST_TESTS
+            .iter()
+            .map(|(_, t)| *t)
+            .filter(|t| !binaries.contains_key(*t))
+            .collect();
         if !missing.is_empty() {
             return Err(format!("cargo built no test binary {missing:?} against {variant}-{}: the run would not cover the Rust API", sanitizer.suffix()));
         }

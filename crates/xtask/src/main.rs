@@ -36,9 +36,11 @@ usage: cargo xtask <command>
                               MLX's Python suite, on patched and pristine
   provenance                  compare the pinned tree with the official wheels of the release
                               (headers and Python files, byte for byte; needs pip)
-  upstream-pr [--out DIR]     stage each fix of the series as its own pull request: each must apply
+  upstream-pr [--out DIR] [--target <version|dir>]
+                              stage each fix of the series as its own pull request: each must apply
                               alone with `git am` onto a clean upstream tree; leaves a branch,
-                              the patch and the description per fix in DIR for review/sending
+                              the patch and the description per fix in DIR for review/sending.
+                              --target stages them onto a newer upstream (in DIR/v<version>/)
   rebase --to <version|dir> [--series DIR] [--apply] [--no-suite]
                               replay the series onto another upstream tree (a carrier crate
                               version or a checkout), build and measure both variants there,

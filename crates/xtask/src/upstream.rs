@@ -35,30 +35,103 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
 /// Stages each fix of the series as its own pull request: a maintainer
 /// takes one fix at a time, so each must apply alone. For every fix,
 /// `<out>/<patch-stem>/` gets `tree/` (a fresh repository holding the
-/// pinned upstream tree as one commit, with that patch applied by `git am`,
+/// upstream tree as one commit, with that patch applied by `git am`,
 /// exactly what a maintainer would do), `series/` (the patch, tests
 /// included) and `pull-request.md` (the description; the fork's first fix,
 /// the leak it exists for, quotes the figures of the last suite run).
+///
+/// Against the pin every fix must apply. With `--target` (a carrier
+/// version or an upstream checkout, as for `rebase`) the fixes are staged
+/// against that newer tree, where upstream takes fixes, in
+/// `<out>/v<version>/`; a fix that no longer applies there is listed, not
+/// staged: whether upstream still needs it is `rebase`'s verdict.
 pub fn upstream_pr(args: &[String]) -> Result<()> {
-    let dir = match args {
-        [] => target_dir()?.join("upstream-pr"),
-        [flag, dir] if flag == "--out" => PathBuf::from(dir),
-        _ => return Err("usage: cargo xtask upstream-pr [--out DIR]".into()),
-    };
+    const USAGE: &str = "usage: cargo xtask upstream-pr [--out DIR] [--target <carrier-version | upstream-dir>]";
+    let (mut out, mut to) = (None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().cloned().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
+        match a.as_str() {
+            "--out" => out = Some(PathBuf::from(value()?)),
+            "--target" => to = Some(value()?),
+            _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
+        }
+    }
     let opts = crate::options()?;
-    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
     let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
     if series.is_empty() {
         return Err("patches/ holds no patch: nothing to send upstream".into());
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+    let root = out.unwrap_or(target_dir()?.join("upstream-pr"));
+    match to {
+        None => {
+            let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+            let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+            let dir = root;
+            // Only the pin's own stagings: a --target's live beside them.
+            clear_stagings(&dir)?;
+            let staged = stage(&upstream, pin::UPSTREAM_VERSION, &series, &dir, Some(&fingerprint), None)?;
+            if let Some((stem, e)) = staged.iter().find_map(|(s, r)| r.as_ref().err().map(|e| (s, e))) {
+                return Err(format!("{stem} does not apply alone with git am onto upstream v{}: {e}", pin::UPSTREAM_VERSION));
+            }
+            println!(
+                "\nEach of the {} fixes applies alone with `git am` onto upstream v{} ({}tree {}).\n\
+                 {}/<patch>/ holds each pull request: series/ the patch, pull-request.md the description, and branch `main`\n\
+                 of tree/ the applied tree (rebase onto upstream main before opening it: `git -C <tree> rebase --onto <upstream-main> HEAD~`).",
+                series.len(),
+                pin::UPSTREAM_VERSION,
+                recorded_commit().map(|c| format!("commit {c}, ")).unwrap_or_default(),
+                upstream.tree_id,
+                dir.display(),
+            );
+        }
+        Some(to) => {
+            let work = target_dir()?.join("upstream-pr-work").join(to.replace('/', "_"));
+            let upstream = crate::rebase::target_tree(&to, &work)?;
+            let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
+            let dir = root.join(format!("v{version}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            // A fix written against the pin may need a three-way merge: it
+            // gets the pin's files as the merge base.
+            let pinned = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+            let staged = stage(&upstream, &version, &series, &dir, None, Some(&pinned.dir))?;
+            let (ok, not): (Vec<_>, Vec<_>) = staged.iter().partition(|(_, r)| r.is_ok());
+            println!("\nOnto upstream v{version} (tree {}): {} of {} fixes apply alone (`git am`, three-way where needed), staged in {}/<patch>/.", upstream.tree_id, ok.len(), series.len(), dir.display());
+            for (stem, r) in &not {
+                let why = r.as_ref().err().and_then(|e| e.lines().find(|l| l.starts_with("error:") || l.starts_with("CONFLICT")).map(str::to_string)).unwrap_or_default();
+                println!("  not staged: {stem}: it does not apply there, not even by a three-way merge ({why}); see `cargo xtask rebase --to {to}`");
+            }
+            if ok.is_empty() {
+                return Err(format!("no fix of the series applies to upstream v{version}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the pin's stagings (one directory per patch stem, present or
+/// past), leaving the `v<version>/` stagings of `--target` runs.
+fn clear_stagings(dir: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let versioned = name.starts_with('v') && name[1..].chars().next().is_some_and(|c| c.is_ascii_digit());
+        if !versioned {
+            std::fs::remove_dir_all(e.path()).map_err(|err| format!("{}: {err}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Stages each fix in `dir/<stem>/` onto `upstream`; per fix, its stem and
+/// whether `git am` applied it (a failed one leaves nothing behind). With
+/// `base` (the tree the series was written against), a fix that does not
+/// apply as it is gets `git am -3` with the base's files as merge base, and
+/// the staged patch is the merged one.
+fn stage(upstream: &mlx_patched::Upstream, version: &str, series: &[PathBuf], dir: &Path, fingerprint: Option<&str>, base: Option<&Path>) -> Result<Vec<(String, std::result::Result<(), String>)>> {
+    let mut staged = Vec::new();
     for (i, p) in series.iter().enumerate() {
-        let stem = p
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+        let stem = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         let pr = dir.join(&stem);
         let out = pr.join("tree");
         mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
@@ -66,71 +139,51 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
         git(&out, &["add", "-A"])?;
         let tree = git(&out, &["write-tree"])?;
         if tree != upstream.tree_id {
-            return Err(format!(
-                "the copied tree hashes to {tree}, expected {}",
-                upstream.tree_id
-            ));
+            return Err(format!("the copied tree hashes to {tree}, expected {}", upstream.tree_id));
         }
-        git(
-            &out,
-            &[
-                "commit",
-                "-q",
-                "-m",
-                &format!("MLX v{} (upstream tree {tree})", pin::UPSTREAM_VERSION),
-            ],
-        )?;
+        git(&out, &["commit", "-q", "-m", &format!("MLX v{version} (upstream tree {tree})")])?;
         let path = p.display().to_string();
         if let Err(e) = git(&out, &["am", "--quiet", &path]) {
             let _ = git(&out, &["am", "--abort"]);
-            return Err(format!(
-                "{stem} does not apply alone with git am onto upstream v{}: {e}",
-                pin::UPSTREAM_VERSION
-            ));
+            let merged = match base {
+                Some(base) => three_way(&out, base, p),
+                None => Err(e),
+            };
+            if let Err(e) = merged {
+                let _ = git(&out, &["am", "--abort"]);
+                let _ = std::fs::remove_dir_all(&pr);
+                staged.push((stem, Err(e)));
+                continue;
+            }
+            println!("{stem}: applied by a three-way merge against v{version}");
         }
         // MLX's clang-format keeps lines within 80 columns.
         let diff = git(&out, &["diff", "HEAD~", "--", "*.h", "*.cpp"])?;
-        let long: Vec<&str> = diff
-            .lines()
-            .filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81)
-            .collect();
+        let long: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81).collect();
         if !long.is_empty() {
-            return Err(format!(
-                "{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}",
-                long.join("\n")
-            ));
+            return Err(format!("{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
         }
-        git(
-            &out,
-            &[
-                "format-patch",
-                "-q",
-                "--zero-commit",
-                "-o",
-                &pr.join("series").display().to_string(),
-                "HEAD~",
-            ],
-        )?;
+        git(&out, &["format-patch", "-q", "--zero-commit", "-o", &pr.join("series").display().to_string(), "HEAD~"])?;
         let stat = git(&out, &["diff", "--stat", "HEAD~"])?;
         let message = git(&out, &["log", "-1", "--format=%B"])?;
-        std::fs::write(
-            pr.join("pull-request.md"),
-            description(&message, &stat, (i == 0).then_some(fingerprint.as_str())),
-        )
-        .map_err(|e| e.to_string())?;
+        std::fs::write(pr.join("pull-request.md"), description(&message, &stat, fingerprint.filter(|_| i == 0))).map_err(|e| e.to_string())?;
         println!("{}\n{stat}", git(&out, &["log", "-1", "--format=%h %s"])?);
+        staged.push((stem, Ok(())));
     }
-    println!(
-        "\nEach of the {} fixes applies alone with `git am` onto upstream v{} ({}tree {}).\n\
-         {}/<patch>/ holds each pull request: series/ the patch, pull-request.md the description, and branch `main`\n\
-         of tree/ the applied tree (rebase onto upstream main before opening it: `git -C <tree> rebase --onto <upstream-main> HEAD~`).",
-        series.len(),
-        pin::UPSTREAM_VERSION,
-        recorded_commit().map(|c| format!("commit {c}, ")).unwrap_or_default(),
-        upstream.tree_id,
-        dir.display(),
-    );
-    Ok(())
+    Ok(staged)
+}
+
+/// `git am -3` of `patch` in `repo`, after writing the pre-images of the
+/// files it touches, taken from `base`, as blobs for the merge to find.
+fn three_way(repo: &Path, base: &Path, patch: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    for file in text.lines().filter_map(|l| l.strip_prefix("--- a/")) {
+        let pre = base.join(file);
+        if pre.is_file() {
+            git(repo, &["hash-object", "-w", &pre.display().to_string()])?;
+        }
+    }
+    git(repo, &["am", "--quiet", "-3", &patch.display().to_string()]).map(drop)
 }
 
 /// The pull-request description: the commit message (problem, mechanism,

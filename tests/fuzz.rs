@@ -14,6 +14,7 @@
 use mlx_fork::{linked, variant};
 use mlx_fuzz::campaign::{shrink_finding, still_fails, Confirm, Event, Worker};
 use mlx_fuzz::ir::{FnDef, Stmt};
+use mlx_fuzz::findings::Kept;
 use mlx_fuzz::{cpp, Finding, Kind, Program};
 use std::process::Command;
 use std::time::Duration;
@@ -176,44 +177,9 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
     panic!("{}: no leak of the slice that needs compile reproduced as C++ (shrunk programs {tried:?}, of leaks {leaks:?})", v.name);
 }
 
-/// A checked-in finding: `tests/fuzz-findings/NNN-<name>.json`.
-struct Checked {
-    file: String,
-    kind: Kind,
-    /// The patch of the series that fixes it; empty while it is open (then
-    /// it must show on every variant, so a fix, here or upstream, is noticed).
-    fixed_by: String,
-    program: Program,
-}
-
-fn checked_in() -> Vec<Checked> {
+fn checked_in() -> Vec<Kept> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-findings");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/fuzz-findings")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|f| {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap())
-                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            let kind = Kind::ALL
-                .into_iter()
-                .find(|k| v["kind"] == k.name())
-                .unwrap_or_else(|| panic!("{}: unknown kind {}", f.display(), v["kind"]));
-            let program = serde_json::from_value(v["program"].clone())
-                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            assert_eq!(mlx_fuzz::check(&program), Ok(()), "{}", f.display());
-            Checked {
-                file: f.display().to_string(),
-                kind,
-                fixed_by: v["fixed_by"].as_str().unwrap_or_default().to_string(),
-                program,
-            }
-        })
-        .collect()
+    mlx_fuzz::findings::load_dir(&dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -232,28 +198,24 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
     assert!(!findings.is_empty(), "no checked-in finding to replay");
     let w = worker();
     for c in findings {
-        let fixed = !c.fixed_by.is_empty() && v.name != "pristine" && series.contains(&c.fixed_by);
+        // The control is built without the series.
+        let with: &[String] = if v.name == "pristine" { &[] } else { &series };
+        let show = c.must_show(with, v.leak_free());
         let got = w
             .run_program(&c.program)
             .expect("the worker runs the finding")
             .findings();
-        if fixed {
-            assert!(
-                got.is_empty(),
-                "{} on {} (with {}): {got:?}",
-                c.file,
-                v.name,
-                c.fixed_by
-            );
-        } else {
+        let file = c.file.display();
+        if show {
             assert!(
                 got.iter().any(|f| f.kind == c.kind),
-                "{} on {} (without {}): expected a {}, got {got:?}",
-                c.file,
+                "{file} on {} (without {}): expected a {}, got {got:?}",
                 v.name,
                 c.fixed_by,
                 c.kind.name()
             );
+        } else {
+            assert!(got.is_empty(), "{file} on {} (with {}): {got:?}", v.name, c.fixed_by);
         }
     }
 }

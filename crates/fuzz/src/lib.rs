@@ -3,16 +3,19 @@
 //! IR ([`ir`]), decides what a run's measurements mean ([`oracle`]), runs a
 //! worker process that executes programs on one MLX variant and survives
 //! its crashes ([`campaign`]), shrinks a failing program on the IR
-//! ([`shrink`]) and prints it as a standalone C++ program ([`cpp`]).
+//! ([`shrink`]) and prints it as a standalone C++ program ([`cpp`]) and,
+//! where Python can express it, as a Python script ([`python`]).
 //!
 //! The worker (`mlx-fuzz-exec`) links MLX through the bridge; one worker
 //! per variant, since two MLX builds cannot share a process.
 
 pub mod campaign;
 pub mod cpp;
+pub mod findings;
 pub mod gen;
 pub mod ir;
 pub mod oracle;
+pub mod python;
 pub mod shrink;
 
 pub use gen::{generate, program_of_seed};

@@ -4,7 +4,8 @@
 //! * `fuzz --target <carrier-version> [...]`: upstream's tree of that carrier
 //!   release untouched (the tree `rebase --to` recovers), e.g. 0.2.19 for
 //!   MLX 0.32.4, to show what upstream's own fix misses.
-//! * `fuzz print <seed> <index>`: that seeded program as a C++ file.
+//! * `fuzz print <seed> <index> [--python]`: that seeded program as a C++ file
+//!   (or as a Python script, if Python can express it).
 //! * `fuzz replay <patched|pristine> <program.json>`: one program's findings.
 //!
 //! A campaign prints its throughput (`<rate> programs/s`) and its findings
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address] [--debug]
        cargo xtask fuzz --target <carrier-version> [--minutes N | --programs N] [--seed S]
-       cargo xtask fuzz print <seed> <index>
+       cargo xtask fuzz print <seed> <index> [--python]
        cargo xtask fuzz replay <patched|pristine> <program.json>";
 
 /// Programs per worker session: a crash costs at most a restart.
@@ -199,20 +200,21 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
 }
 
 fn print_program(args: &[String]) -> Result<()> {
-    let [seed, index] = args else {
+    let (python, rest): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| *a == "--python");
+    let [seed, index] = rest.as_slice() else {
         return Err(USAGE.into());
     };
-    let (seed, index) = (
+    let (seed, index): (u64, u64) = (
         seed.parse().map_err(|_| USAGE)?,
         index.parse().map_err(|_| USAGE)?,
     );
-    print!(
-        "{}",
-        cpp::print(
-            &mlx_fuzz::program_of_seed(seed, index),
-            &format!("mlx-fuzz program {index} of seed {seed}")
-        )
-    );
+    let p = mlx_fuzz::program_of_seed(seed, index);
+    let title = format!("mlx-fuzz program {index} of seed {seed}");
+    if python.is_empty() {
+        print!("{}", cpp::print(&p, &title));
+    } else {
+        print!("{}", mlx_fuzz::python::print(&p, &title).map_err(|why| format!("program {index} of seed {seed} has no Python form: {why}"))?);
+    }
     Ok(())
 }
 
@@ -305,6 +307,9 @@ pub fn run(args: &[String]) -> Result<()> {
             cpp::print(&small, &title),
         )
         .map_err(|e| e.to_string())?;
+        if let Ok(py) = mlx_fuzz::python::print(&small, &title) {
+            std::fs::write(out.join("findings").join(format!("{stem}.py")), py).map_err(|e| e.to_string())?;
+        }
         println!(
             "finding: {} {} at program {i}: shrunk to {} statements in {tried} tries: {}",
             f.kind.name(),

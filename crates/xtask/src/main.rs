@@ -55,7 +55,7 @@ usage: cargo xtask <command>
                               random-program search over MLX's graph lifetimes (leaks, crashes,
                               transforms that fail where eager does not); prints programs/s and
                               the findings, each shrunk and written as C++ under target/fuzz/.
-                              `fuzz print <seed> <index>`: a seeded program as C++
+                              `fuzz print <seed> <index> [--python]`: a seeded program as C++ (or Python)
   docs                        write the pages generated from the code (docs/variables.md)
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address] [--debug]
        cargo xtask fuzz --target <carrier-version> [--minutes N | --programs N] [--seed S]
-       cargo xtask fuzz print <seed> <index> [--python]
+       cargo xtask fuzz print <seed> <index> | <file.json> [--python]
        cargo xtask fuzz replay <patched|pristine> <program.json>";
 
 /// Programs per worker session: a crash costs at most a restart.
@@ -201,19 +201,24 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
 
 fn print_program(args: &[String]) -> Result<()> {
     let (python, rest): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| *a == "--python");
-    let [seed, index] = rest.as_slice() else {
-        return Err(USAGE.into());
+    let (p, title) = match rest.as_slice() {
+        [seed, index] => {
+            let (seed, index): (u64, u64) = (seed.parse().map_err(|_| USAGE)?, index.parse().map_err(|_| USAGE)?);
+            (mlx_fuzz::program_of_seed(seed, index), format!("mlx-fuzz program {index} of seed {seed}"))
+        }
+        // A kept finding or a campaign's shrunk program.
+        [file] => {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
+            let program = if v.get("program").is_some() { v["program"].to_string() } else { text };
+            (Program::from_json(&program).map_err(|e| format!("{file}: {e}"))?, format!("mlx-fuzz program {file}"))
+        }
+        _ => return Err(USAGE.into()),
     };
-    let (seed, index): (u64, u64) = (
-        seed.parse().map_err(|_| USAGE)?,
-        index.parse().map_err(|_| USAGE)?,
-    );
-    let p = mlx_fuzz::program_of_seed(seed, index);
-    let title = format!("mlx-fuzz program {index} of seed {seed}");
     if python.is_empty() {
         print!("{}", cpp::print(&p, &title));
     } else {
-        print!("{}", mlx_fuzz::python::print(&p, &title).map_err(|why| format!("program {index} of seed {seed} has no Python form: {why}"))?);
+        print!("{}", mlx_fuzz::python::print(&p, &title).map_err(|why| format!("{title} has no Python form: {why}"))?);
     }
     Ok(())
 }

@@ -732,6 +732,53 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         }
     }
 
+    // The fuzzer's kept findings, as Python scripts where Python can show
+    // them: each must fail (an error, a leak, a crash) on the control and run
+    // clean where its fix is applied, as the worker's replay does in C++.
+    let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))?;
+    let series: Vec<String> = mlx_patched::patch::fix_series(&crate::options()?.patches_dir)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+        .collect();
+    let scripts = python_root()?.join("fuzz-findings");
+    std::fs::create_dir_all(&scripts).map_err(|e| e.to_string())?;
+    for k in &kept {
+        let stem = k.file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let script = match mlx_fuzz::python::print(&k.program, &format!("mlx-fuzz finding {stem}")) {
+            Err(why) => {
+                println!("finding {stem}: no Python form ({why})");
+                continue;
+            }
+            Ok(_) if !mlx_fuzz::python::shows(k.kind) => {
+                println!("finding {stem}: a Python script cannot show a {} by itself", k.kind.name());
+                continue;
+            }
+            Ok(text) => text,
+        };
+        let file = scripts.join(format!("{stem}.py"));
+        std::fs::write(&file, script).map_err(|e| e.to_string())?;
+        for (v, python) in &pythons {
+            let with: &[String] = if v.name == "pristine" { &[] } else { &series };
+            let show = k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed);
+            let out = Command::new(python).arg(&file).output().map_err(|e| e.to_string())?;
+            let said = String::from_utf8_lossy(&out.stdout);
+            let said = said.lines().last().unwrap_or("").to_string();
+            println!("finding {stem} as Python on {}: {} ({said})", v.name, out.status);
+            expect(
+                out.status.success() != show,
+                format!(
+                    "{} on {}: {} ({said}), expected it {}",
+                    file.display(),
+                    v.name,
+                    out.status,
+                    if show { "to fail" } else { "to run clean" }
+                ),
+                &mut passed,
+            );
+        }
+    }
+
     // 4. MLX's Python suite on both.
     let mut suites = Vec::new();
     for (v, python) in &pythons {

@@ -100,9 +100,20 @@ impl fmt::Display for Variant {
 /// The doctest argument that leaves out [`MLX_TESTS_EXCLUDED`] (a harmless
 /// `--no-skip=false` when nothing is excluded, so callers pass one argument).
 pub fn mlx_tests_filter() -> String {
-    if MLX_TESTS_EXCLUDED.is_empty() {
+    mlx_tests_filter_also(&[])
+}
+
+/// The same filter, also excluding `also` (test case names; doctest's
+/// filter separator, the comma, is escaped).
+pub fn mlx_tests_filter_also(also: &[String]) -> String {
+    let names: Vec<String> = MLX_TESTS_EXCLUDED
+        .iter()
+        .map(|n| n.to_string())
+        .chain(also.iter().map(|n| n.replace(',', "\\,")))
+        .collect();
+    if names.is_empty() {
         "--no-skip=false".to_string()
     } else {
-        format!("--test-case-exclude={}", MLX_TESTS_EXCLUDED.join(","))
+        format!("--test-case-exclude={}", names.join(","))
     }
 }

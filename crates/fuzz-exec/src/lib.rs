@@ -523,13 +523,11 @@ fn census() -> Option<i64> {
 }
 
 /// Runs `p` as the oracle needs: as written (a warm-up, with its values),
-/// again with memory and descriptors measured, and eagerly.
+/// again with memory and descriptors measured, and, if it compiles
+/// anything, eagerly and compiled without fusion.
 pub fn measure(p: &Program) -> Outcome {
     let mut o = Outcome::default();
-    let mut written = Observed {
-        digest: FNV_START,
-        ..Default::default()
-    };
+    let mut written = Observed { digest: FNV_START, ..Default::default() };
     match run(p, Mode::AsWritten, Some(&mut written)) {
         Err(e) => o.error = Some(e.message().to_string()),
         Ok(()) => {
@@ -546,20 +544,53 @@ pub fn measure(p: &Program) -> Outcome {
     }
     o.digest = written.digest;
     o.overrun = written.overrun.take();
-    let mut eager = Observed {
-        digest: FNV_START,
-        ..Default::default()
-    };
-    match run(p, Mode::Eager, Some(&mut eager)) {
-        Err(e) => o.eager_error = Some(e.message().to_string()),
-        Ok(()) if o.error.is_none() => (o.mismatch, o.max_rel_diff) = compare(&written, &eager),
-        Ok(()) => {}
+    let compiles = p.stmts.iter().any(|s| matches!(s, Stmt::Def { def: FnDef::Compile { .. }, .. }));
+    if !compiles {
+        // Without a compile the eager program is the program.
+        o.eager_error = o.error.clone();
+        return o;
     }
-    o.overrun = o
-        .overrun
-        .take()
-        .or_else(|| eager.overrun.map(|m| format!("eagerly, {m}")));
+    let mut eager = Observed { digest: FNV_START, ..Default::default() };
+    if let Err(e) = run(p, Mode::Eager, Some(&mut eager)) {
+        o.eager_error = Some(e.message().to_string());
+    }
+    o.overrun = o.overrun.take().or_else(|| eager.overrun.take().map(|m| format!("eagerly, {m}")));
+    if o.error.is_some() || o.eager_error.is_some() {
+        return o;
+    }
+    let mut unfused = Observed { digest: FNV_START, ..Default::default() };
+    bf::set_compile_fusion(false);
+    let r = run(p, Mode::AsWritten, Some(&mut unfused));
+    bf::set_compile_fusion(true);
+    if let Err(e) = r {
+        o.error = Some(format!("compiled without fusion: {}", e.message()));
+        return o;
+    }
+    let unfused_exact = unfused.digest == eager.digest;
+    let (m, worst) = compare(&written, &eager);
+    o.max_rel_diff = worst;
+    o.mismatch = match (m, unfused_exact) {
+        (_, false) => Some(format!("compiled without fusion: {}", exact_difference(&unfused, &eager))),
+        (Some(m), true) => {
+            o.fused_rounding = Some(m);
+            None
+        }
+        (None, true) => None,
+    };
     o
+}
+
+/// Where two runs' values first differ in any bit.
+fn exact_difference(a: &Observed, b: &Observed) -> String {
+    for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
+        if let Some(j) = va.iter().zip(vb).position(|(x, y)| x.to_bits() != y.to_bits()) {
+            return format!("value {k} ({da:?}) element {j}: {} compiled, {} eagerly", va[j], vb[j]);
+        }
+        if va.len() != vb.len() {
+            return format!("value {k}: {} elements, {} eagerly", va.len(), vb.len());
+        }
+    }
+    format!("{} values evaluated, {} eagerly", a.values.len(), b.values.len())
 }
 
 /// Whether `mx.compile` can do anything here: on the CPU MLX compiles only

@@ -248,6 +248,9 @@ pub struct Tally {
     /// both forms (rules the generator does not model).
     pub max_rel_diff: f64,
     pub rejected: u64,
+    /// Programs whose fused values went beyond the tolerance while the
+    /// unfused compile gave eager's bits (`Outcome::fused_rounding`).
+    pub fused_rounding: u64,
     last: Option<u64>,
 }
 
@@ -261,6 +264,7 @@ impl Tally {
         if let Event::Ran(_, o) = e {
             self.max_rel_diff = self.max_rel_diff.max(o.max_rel_diff);
             self.rejected += (o.error.is_some() && o.eager_error.is_some()) as u64;
+            self.fused_rounding += o.fused_rounding.is_some() as u64;
         }
         for f in e.findings() {
             *self.by_kind.entry(f.kind).or_default() += 1;
@@ -285,10 +289,11 @@ impl Tally {
             .map(|(k, n)| format!("{} {n}", k.name()))
             .collect();
         format!(
-            "{} programs ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager); findings: {}",
+            "{} programs ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager, {} beyond it only where fused); findings: {}",
             self.programs,
             self.rejected,
             self.max_rel_diff,
+            self.fused_rounding,
             if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
         )
     }

@@ -229,5 +229,6 @@ void list_erase(ArrayList& list, std::size_t i);
 void async_eval(const ArrayList& list);
 std::int64_t live_array_descs();
 rust::String buffer_overrun(const Array& a);
+void set_compile_fusion(bool fuse);
 
 } // namespace mlx_bridge

@@ -1,6 +1,7 @@
 // Release paths for the fuzzer (feature `fuzz`). Indices are checked with
 // `at`, so a bad index is an exception, never a stray write.
 #include "mlx-bridge/src/ffi/fuzz.rs.h"
+#include "mlx/compile.h"
 
 // Defined only by the fork's census builds; weak, so null elsewhere.
 extern "C" __attribute__((weak)) long long mlx_fork_live_array_descs();
@@ -54,6 +55,10 @@ rust::String buffer_overrun(const Array& a) {
   return "an array of " + std::to_string(x.size()) + " elements claims " + std::to_string(x.data_size()) +
          " (" + std::to_string(extent) + " bytes from offset " + std::to_string(x.offset()) + ") of a " +
          std::to_string(buffer) + "-byte buffer";
+}
+
+void set_compile_fusion(bool fuse) {
+  mx::set_compile_mode(fuse ? mx::CompileMode::enabled : mx::CompileMode::no_fuse);
 }
 
 } // namespace mlx_bridge

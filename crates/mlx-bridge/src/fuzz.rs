@@ -119,3 +119,10 @@ pub fn live_array_descs() -> Option<i64> {
 pub fn buffer_overrun(a: &Array) -> Option<String> {
     Some(raw::buffer_overrun(a.as_raw()).to_string()).filter(|s| !s.is_empty())
 }
+
+/// Whether `compile` fuses element-wise ops into kernels (MLX's default) or
+/// only simplifies the graph (`CompileMode::no_fuse`), for functions
+/// compiled from now on.
+pub fn set_compile_fusion(fuse: bool) {
+    raw::set_compile_fusion(fuse)
+}

@@ -275,6 +275,8 @@ pub fn run(args: &[String]) -> Result<()> {
                     .iter()
                     .any(|(g, _)| mlx_fuzz::oracle::same_failure(g, &f))
                 {
+                    // Named as soon as seen: shrinking comes after the campaign.
+                    eprintln!("fuzz {label}: first {} at program {}: {}", f.kind.name(), e.index(), f.detail);
                     first_of.push((f, e.index()));
                 }
             }
@@ -299,7 +301,8 @@ pub fn run(args: &[String]) -> Result<()> {
     println!("{:.0} programs/s", tally.programs as f64 / secs);
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
         let p = mlx_fuzz::program_of_seed(a.seed, *i);
-        let (small, tried) = shrink_finding(&w, &p, f, Confirm::AnyOf(2));
+        // Each try of a hang waits out the worker's timeout: kept whole.
+        let (small, tried) = if f.kind == mlx_fuzz::Kind::Hang { (p.clone(), 0) } else { shrink_finding(&w, &p, f, Confirm::AnyOf(2)) };
         let stem = format!("{}-{}-{i}", f.kind.name(), a.seed);
         let title = format!("mlx-fuzz finding on {label}: {} {} (program {i} of seed {}, shrunk from {} to {} statements)", f.kind.name(), f.detail, a.seed, p.len(), small.len());
         std::fs::write(

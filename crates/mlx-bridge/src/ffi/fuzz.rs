@@ -40,5 +40,7 @@ mod bridge {
         /// Empty if the evaluated `a`'s data (its offset plus `data_size`
         /// elements) lies within its buffer; otherwise the figures.
         fn buffer_overrun(a: &Array) -> String;
+        /// `set_compile_mode(enabled)`, or `no_fuse` when `fuse` is false.
+        fn set_compile_fusion(fuse: bool);
     }
 }

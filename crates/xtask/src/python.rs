@@ -751,7 +751,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 continue;
             }
             Ok(_) if !mlx_fuzz::python::shows(k.kind) => {
-                println!("finding {stem}: a Python script cannot show a {} by itself", k.kind.name());
+                println!("finding {stem}: a Python script cannot show this kind of finding ({}) by itself", k.kind.name());
                 continue;
             }
             Ok(text) => text,

@@ -39,22 +39,33 @@ impl Record {
     }
 }
 
-/// Every record in a program's output, in order.
+/// Every record in a program's output, in order. A record is a lowercase
+/// kind and key-value pairs: either the kind carries a value of its own
+/// (`cycle 0 retained_bytes ...`, an even number of words) or it does not
+/// (`summary cycles 10 retained_mib_per_cycle 24.00 ...`, an odd number).
+/// A line of the second shape with no number among its values is prose.
 pub fn parse_records(stdout: &str) -> Vec<Record> {
     stdout
         .lines()
         .filter_map(|line| {
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() < 2
-                || !words.len().is_multiple_of(2)
-                || !words[0].chars().all(|c| c.is_ascii_lowercase() || c == '_')
-            {
+            if words.len() < 2 || !words[0].chars().all(|c| c.is_ascii_lowercase() || c == '_') {
                 return None;
             }
-            let fields = words
+            let pairs = if words.len().is_multiple_of(2) {
+                &words[..]
+            } else {
+                &words[1..]
+            };
+            let fields: std::collections::BTreeMap<String, String> = pairs
                 .chunks(2)
                 .map(|kv| (kv[0].to_string(), kv[1].to_string()))
                 .collect();
+            if !words.len().is_multiple_of(2)
+                && !fields.iter().any(|(_, v)| v.parse::<f64>().is_ok())
+            {
+                return None;
+            }
             Some(Record {
                 kind: words[0].to_string(),
                 fields,
@@ -77,9 +88,17 @@ mod tests {
 
     #[test]
     fn reads_cycles_and_the_census_and_skips_prose() {
-        let out = "The report's scenario:\ncycle 0 retained_bytes 25165824 digest ff37\ncensus 0 descriptors_retained 120\nan odd number of words\n";
+        let out = "The report's scenario:\ncycle 0 retained_bytes 25165824 digest ff37\ncensus 0 descriptors_retained 120\nan odd number of words\nsummary cycles 10 retained_mib_per_cycle 24.00 digest ff37\n";
         let r = parse_records(out);
-        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r.len(), 3, "{r:?}");
+        let summary = records_of(&r, "summary").next().unwrap();
+        assert_eq!(
+            (
+                summary.number("cycles"),
+                summary.get("retained_mib_per_cycle")
+            ),
+            (Some(10), "24.00")
+        );
         assert_eq!(
             (
                 r[0].kind.as_str(),

@@ -327,7 +327,10 @@ pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
         let died = out.status.code().is_none();
         match crash {
             Some(name) if died && !crashed.contains(&name) && crashed.len() < 8 => {
-                eprintln!("{}: test case `{name}` crashed the suite; running the rest without it", variant.name);
+                eprintln!(
+                    "{}: test case `{name}` crashed the suite; running the rest without it",
+                    variant.name
+                );
                 crashed.push(name);
             }
             _ => {
@@ -392,6 +395,24 @@ pub fn report_row(scenario: &str, cells: &[String], bit_identical: bool) {
 /// Appends a free-form line (a measurement that is not a leak row).
 pub fn report_note(note: &str) {
     report_line(&format!("note\t{note}\n"));
+}
+
+/// Records, beside the table, the value digests of the fuzz slice's
+/// programs that `variant` ran without an error: `cargo xtask test` compares
+/// patched's with pristine's (`mlx_fuzz::oracle::differ_digests`).
+pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u64>) {
+    let Some(path) = mlx_patched::Env::process().report_file() else {
+        return;
+    };
+    let file = path.with_file_name(format!("fuzz-slice-{variant}.json"));
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).expect("create the report directory");
+    }
+    std::fs::write(
+        &file,
+        serde_json::to_string(digests).expect("digests serialize"),
+    )
+    .expect("write the slice's digests");
 }
 
 /// Appends to the table of the `cargo xtask test` run in progress

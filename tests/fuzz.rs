@@ -13,8 +13,8 @@
 
 use mlx_fork::{linked, variant};
 use mlx_fuzz::campaign::{shrink_finding, still_fails, Confirm, Event, Worker};
-use mlx_fuzz::ir::{FnDef, Stmt};
 use mlx_fuzz::findings::Kept;
+use mlx_fuzz::ir::{FnDef, Stmt};
 use mlx_fuzz::{cpp, Finding, Kind, Program};
 use std::process::Command;
 use std::time::Duration;
@@ -34,16 +34,25 @@ fn worker() -> Worker {
     }
 }
 
+/// The slice's findings; the digests of the programs it ran are recorded
+/// for the differential of patched against pristine.
 fn slice() -> Vec<(u64, Vec<Finding>)> {
     let mut found = Vec::new();
+    let mut digests = std::collections::BTreeMap::new();
     worker()
         .run_seeds(SEED, 0, COUNT, |e: Event| {
             let f = e.findings();
+            if let Event::Ran(i, o) = &e {
+                if o.error.is_none() && o.eager_error.is_none() {
+                    digests.insert(*i, o.digest);
+                }
+            }
             if !f.is_empty() {
                 found.push((e.index(), f));
             }
         })
         .expect("the worker runs the slice");
+    mlx_fork::report_digests(linked().name, &digests);
     found
 }
 
@@ -215,7 +224,12 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
                 c.kind.name()
             );
         } else {
-            assert!(got.is_empty(), "{file} on {} (with {}): {got:?}", v.name, c.fixed_by);
+            assert!(
+                got.is_empty(),
+                "{file} on {} (with {}): {got:?}",
+                v.name,
+                c.fixed_by
+            );
         }
     }
 }

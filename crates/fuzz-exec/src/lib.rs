@@ -527,7 +527,10 @@ fn census() -> Option<i64> {
 /// anything, eagerly and compiled without fusion.
 pub fn measure(p: &Program) -> Outcome {
     let mut o = Outcome::default();
-    let mut written = Observed { digest: FNV_START, ..Default::default() };
+    let mut written = Observed {
+        digest: FNV_START,
+        ..Default::default()
+    };
     match run(p, Mode::AsWritten, Some(&mut written)) {
         Err(e) => o.error = Some(e.message().to_string()),
         Ok(()) => {
@@ -544,21 +547,40 @@ pub fn measure(p: &Program) -> Outcome {
     }
     o.digest = written.digest;
     o.overrun = written.overrun.take();
-    let compiles = p.stmts.iter().any(|s| matches!(s, Stmt::Def { def: FnDef::Compile { .. }, .. }));
+    let compiles = p.stmts.iter().any(|s| {
+        matches!(
+            s,
+            Stmt::Def {
+                def: FnDef::Compile { .. },
+                ..
+            }
+        )
+    });
     if !compiles {
         // Without a compile the eager program is the program.
         o.eager_error = o.error.clone();
+        o.eager_digest = o.error.is_none().then_some(o.digest);
         return o;
     }
-    let mut eager = Observed { digest: FNV_START, ..Default::default() };
-    if let Err(e) = run(p, Mode::Eager, Some(&mut eager)) {
-        o.eager_error = Some(e.message().to_string());
+    let mut eager = Observed {
+        digest: FNV_START,
+        ..Default::default()
+    };
+    match run(p, Mode::Eager, Some(&mut eager)) {
+        Err(e) => o.eager_error = Some(e.message().to_string()),
+        Ok(()) => o.eager_digest = Some(eager.digest),
     }
-    o.overrun = o.overrun.take().or_else(|| eager.overrun.take().map(|m| format!("eagerly, {m}")));
+    o.overrun = o
+        .overrun
+        .take()
+        .or_else(|| eager.overrun.take().map(|m| format!("eagerly, {m}")));
     if o.error.is_some() || o.eager_error.is_some() {
         return o;
     }
-    let mut unfused = Observed { digest: FNV_START, ..Default::default() };
+    let mut unfused = Observed {
+        digest: FNV_START,
+        ..Default::default()
+    };
     bf::set_compile_fusion(false);
     let r = run(p, Mode::AsWritten, Some(&mut unfused));
     bf::set_compile_fusion(true);
@@ -570,7 +592,10 @@ pub fn measure(p: &Program) -> Outcome {
     let (m, worst) = compare(&written, &eager);
     o.max_rel_diff = worst;
     o.mismatch = match (m, unfused_exact) {
-        (_, false) => Some(format!("compiled without fusion: {}", exact_difference(&unfused, &eager))),
+        (_, false) => Some(format!(
+            "compiled without fusion: {}",
+            exact_difference(&unfused, &eager)
+        )),
         (Some(m), true) => {
             o.fused_rounding = Some(m);
             None
@@ -583,14 +608,25 @@ pub fn measure(p: &Program) -> Outcome {
 /// Where two runs' values first differ in any bit.
 fn exact_difference(a: &Observed, b: &Observed) -> String {
     for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
-        if let Some(j) = va.iter().zip(vb).position(|(x, y)| x.to_bits() != y.to_bits()) {
-            return format!("value {k} ({da:?}) element {j}: {} compiled, {} eagerly", va[j], vb[j]);
+        if let Some(j) = va
+            .iter()
+            .zip(vb)
+            .position(|(x, y)| x.to_bits() != y.to_bits())
+        {
+            return format!(
+                "value {k} ({da:?}) element {j}: {} compiled, {} eagerly",
+                va[j], vb[j]
+            );
         }
         if va.len() != vb.len() {
             return format!("value {k}: {} elements, {} eagerly", va.len(), vb.len());
         }
     }
-    format!("{} values evaluated, {} eagerly", a.values.len(), b.values.len())
+    format!(
+        "{} values evaluated, {} eagerly",
+        a.values.len(),
+        b.values.len()
+    )
 }
 
 /// Whether `mx.compile` can do anything here: on the CPU MLX compiles only

@@ -7,7 +7,7 @@
 //! `seeds <seed> <first> <count>` (programs from [`crate::program_of_seed`])
 //! and `program <file>` (one program, as JSON, with index 0).
 
-use crate::oracle::{first_line, judge, Finding, Kind, Outcome};
+use crate::oracle::{differ, first_line, judge, Finding, Kind, Outcome};
 use crate::Program;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -233,6 +233,54 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// Two workers, one per variant, on the same programs at once (a core
+/// each): `each` gets every program's events on `a` and on `b`, in order.
+/// A program has more than one event where a crash came after its outcome.
+pub fn run_pair(
+    a: &Worker,
+    b: &Worker,
+    seed: u64,
+    first: u64,
+    count: u64,
+    mut each: impl FnMut(u64, &[Event], &[Event]),
+) -> Result<(), String> {
+    type ByIndex = std::collections::BTreeMap<u64, Vec<Event>>;
+    let collect = |w: &Worker| -> Result<ByIndex, String> {
+        let mut m = ByIndex::new();
+        w.run_seeds(seed, first, count, |e| {
+            m.entry(e.index()).or_default().push(e)
+        })?;
+        Ok(m)
+    };
+    let (ea, eb) = std::thread::scope(|s| {
+        let ha = s.spawn(|| collect(a));
+        let eb = collect(b);
+        (ha.join().expect("the worker thread panicked"), eb)
+    });
+    let (ea, eb) = (ea?, eb?);
+    for i in first..first + count {
+        let none = Vec::new();
+        each(i, ea.get(&i).unwrap_or(&none), eb.get(&i).unwrap_or(&none));
+    }
+    Ok(())
+}
+
+/// The differential finding of one program's events on two variants.
+pub fn differ_events(a: &[Event], b: &[Event]) -> Option<Finding> {
+    match (a, b) {
+        ([Event::Ran(_, x)], [Event::Ran(_, y)]) => differ(x, y),
+        _ => None,
+    }
+}
+
+/// Whether `p`, run alone on each worker, still computes other bits.
+pub fn still_differs(a: &Worker, b: &Worker, p: &Program) -> bool {
+    match (a.run_program(p), b.run_program(p)) {
+        (Ok(x), Ok(y)) => differ_events(&[x], &[y]).is_some(),
+        _ => false,
     }
 }
 

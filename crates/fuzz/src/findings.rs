@@ -49,8 +49,12 @@ fn load(f: &Path) -> Result<Kept, String> {
     let at = |e: String| format!("{}: {e}", f.display());
     let text = std::fs::read_to_string(f).map_err(|e| at(e.to_string()))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| at(e.to_string()))?;
-    let kind = Kind::ALL.into_iter().find(|k| v["kind"] == k.name()).ok_or_else(|| at(format!("unknown kind {}", v["kind"])))?;
-    let program: Program = serde_json::from_value(v["program"].clone()).map_err(|e| at(e.to_string()))?;
+    let kind = Kind::ALL
+        .into_iter()
+        .find(|k| v["kind"] == k.name())
+        .ok_or_else(|| at(format!("unknown kind {}", v["kind"])))?;
+    let program: Program =
+        serde_json::from_value(v["program"].clone()).map_err(|e| at(e.to_string()))?;
     crate::check(&program).map_err(|e| at(format!("invalid program: {e}")))?;
     Ok(Kept {
         file: f.to_path_buf(),

@@ -36,6 +36,11 @@ pub struct Outcome {
     /// such as a remainder by a small divisor. Counted, not a finding.
     #[serde(default)]
     pub fused_rounding: Option<String>,
+    /// The digest of the eager reference's values, if it ran: with
+    /// `digest`, it tells a difference of arithmetic from one of fusion
+    /// when two variants are compared ([`differ`]).
+    #[serde(default)]
+    pub eager_digest: Option<u64>,
 }
 
 /// Compiled against eager: `|a - b| <= ABS + REL * |b|`. Fusion reorders
@@ -154,6 +159,45 @@ pub fn judge(o: &Outcome) -> Vec<Finding> {
     out
 }
 
+/// The differential oracle: the same program, run by two variants (in two
+/// processes, since their libraries' symbols clash), must evaluate the same
+/// bits where both ran it. Where one of them raised, its own verdict
+/// ([`judge`]) says whether that is a finding; a leak changes no value.
+pub fn differ(a: &Outcome, b: &Outcome) -> Option<Finding> {
+    let ran = |o: &Outcome| o.error.is_none() && o.eager_error.is_none();
+    if !ran(a) || !ran(b) || a.digest == b.digest {
+        return None;
+    }
+    let eager = match (a.eager_digest, b.eager_digest) {
+        (Some(x), Some(y)) if x == y => ", eager values equal",
+        (Some(_), Some(_)) => ", eager values differ too",
+        _ => "",
+    };
+    Some(Finding {
+        kind: Kind::VariantsDiffer,
+        detail: format!("digest {:016x} against {:016x}{eager}", a.digest, b.digest),
+    })
+}
+
+/// [`differ`] over whole runs kept as digests (program index to digest, of
+/// the programs each variant ran without an error): how many programs both
+/// ran, and those whose bits differ.
+pub fn differ_digests(
+    a: &std::collections::BTreeMap<u64, u64>,
+    b: &std::collections::BTreeMap<u64, u64>,
+) -> (usize, Vec<u64>) {
+    let both: Vec<(u64, bool)> = a
+        .iter()
+        .filter_map(|(i, x)| b.get(i).map(|y| (*i, x == y)))
+        .collect();
+    let differ = both
+        .iter()
+        .filter(|(_, same)| !same)
+        .map(|(i, _)| *i)
+        .collect();
+    (both.len(), differ)
+}
+
 /// Whether `f` is the same failure as `want`, for the shrinker: a leak is a
 /// leak whatever its size, a crash whatever its symptom; an error keeps its
 /// message.
@@ -163,7 +207,12 @@ pub fn same_failure(want: &Finding, f: &Finding) -> bool {
     want.kind == f.kind
         && (matches!(
             want.kind,
-            Kind::Leak | Kind::Mismatch | Kind::Hang | Kind::Crash | Kind::Overrun
+            Kind::Leak
+                | Kind::Mismatch
+                | Kind::Hang
+                | Kind::Crash
+                | Kind::Overrun
+                | Kind::VariantsDiffer
         ) || want.detail == f.detail)
 }
 
@@ -216,6 +265,32 @@ mod tests {
             judge(&o).iter().map(|f| f.kind).collect::<Vec<_>>(),
             vec![Kind::Overrun]
         );
+    }
+
+    #[test]
+    fn variants_differ_only_where_both_ran_and_their_bits_differ() {
+        let a = Outcome {
+            digest: 1,
+            eager_digest: Some(7),
+            ..Default::default()
+        };
+        let mut b = Outcome {
+            digest: 1,
+            eager_digest: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(differ(&a, &b), None);
+        b.digest = 2;
+        let f = differ(&a, &b).expect("other bits are a finding");
+        assert_eq!(f.kind, Kind::VariantsDiffer);
+        assert!(f.detail.ends_with("eager values equal"), "{}", f.detail);
+        // A variant that raised has no values to compare.
+        b.error = Some("[compile] Internal error".into());
+        assert_eq!(differ(&a, &b), None);
+
+        let x = [(0, 10), (1, 11), (3, 13)].into_iter().collect();
+        let y = [(0, 10), (1, 99), (2, 12)].into_iter().collect();
+        assert_eq!(differ_digests(&x, &y), (2, vec![1]));
     }
 
     #[test]

@@ -55,15 +55,27 @@ if __name__ == "__main__":
 "#;
 
 fn shape(s: &[i32]) -> String {
-    format!("[{}]", s.iter().map(i32::to_string).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        s.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+    )
 }
 
 fn list(refs: &[Ref]) -> String {
-    format!("[{}]", refs.iter().map(Ref::to_string).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        refs.iter()
+            .map(Ref::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 fn args(refs: &[Ref]) -> String {
-    refs.iter().map(Ref::to_string).collect::<Vec<_>>().join(", ")
+    refs.iter()
+        .map(Ref::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn expr(op: &Op) -> String {
@@ -75,7 +87,11 @@ fn expr(op: &Op) -> String {
         Op::Matmul(a, b) => format!("mx.matmul({a}, {b})"),
         Op::Reshape(a, s) => format!("mx.reshape({a}, {})", shape(s)),
         Op::Slice { a, start, stop } => {
-            let ix: Vec<String> = start.iter().zip(stop).map(|(b, e)| format!("{b}:{e}")).collect();
+            let ix: Vec<String> = start
+                .iter()
+                .zip(stop)
+                .map(|(b, e)| format!("{b}:{e}"))
+                .collect();
             format!("{a}[{}]", ix.join(", "))
         }
         Op::Concat { parts, axis } => format!("mx.concatenate({}, {axis})", list(parts)),
@@ -118,7 +134,13 @@ impl Names {
 
     /// `del` of the live names, latest first (nothing if none).
     fn end(&self, out: &mut String, indent: &str) {
-        let live: Vec<&str> = self.0.iter().rev().filter(|(_, l)| *l).map(|(n, _)| n.as_str()).collect();
+        let live: Vec<&str> = self
+            .0
+            .iter()
+            .rev()
+            .filter(|(_, l)| *l)
+            .map(|(n, _)| n.as_str())
+            .collect();
         for n in live {
             writeln!(out, "{indent}del {n}").unwrap();
         }
@@ -136,7 +158,13 @@ fn inexpressible(s: &Stmt) -> Option<&'static str> {
     }
 }
 
-fn stmt(out: &mut String, s: &Stmt, primals: &BTreeMap<FnId, usize>, names: &mut Names, indent: &str) {
+fn stmt(
+    out: &mut String,
+    s: &Stmt,
+    primals: &BTreeMap<FnId, usize>,
+    names: &mut Names,
+    indent: &str,
+) {
     let w = |out: &mut String, line: String| writeln!(out, "{indent}{line}").unwrap();
     match s {
         Stmt::Let { out: v, op } => {
@@ -145,13 +173,28 @@ fn stmt(out: &mut String, s: &Stmt, primals: &BTreeMap<FnId, usize>, names: &mut
         }
         Stmt::Def { id, def } => {
             match def {
-                FnDef::Closure { params, captures, body, results } => {
+                FnDef::Closure {
+                    params,
+                    captures,
+                    body,
+                    results,
+                } => {
                     // A factory, so the closure holds the values it captures
                     // now, as a C++ lambda's copies, not the names.
                     let mut caps: Vec<String> = captures.iter().map(Var::to_string).collect();
                     caps.extend(
                         body.iter()
-                            .filter_map(|s| if let Stmt::Let { op: Op::Call { f, .. }, .. } = s { Some(f.to_string()) } else { None })
+                            .filter_map(|s| {
+                                if let Stmt::Let {
+                                    op: Op::Call { f, .. },
+                                    ..
+                                } = s
+                                {
+                                    Some(f.to_string())
+                                } else {
+                                    None
+                                }
+                            })
                             .collect::<std::collections::BTreeSet<_>>(),
                     );
                     w(out, format!("def make_{id}({}):", caps.join(", ")));
@@ -171,18 +214,34 @@ fn stmt(out: &mut String, s: &Stmt, primals: &BTreeMap<FnId, usize>, names: &mut
                     w(out, format!("    return {id}"));
                     w(out, format!("{id} = make_{id}({})", caps.join(", ")));
                 }
-                FnDef::Compile { f, shapeless } => w(out, format!("{id} = mx.compile({f}, shapeless={})", if *shapeless { "True" } else { "False" })),
+                FnDef::Compile { f, shapeless } => w(
+                    out,
+                    format!(
+                        "{id} = mx.compile({f}, shapeless={})",
+                        if *shapeless { "True" } else { "False" }
+                    ),
+                ),
                 FnDef::Checkpoint { f } => w(out, format!("{id} = mx.checkpoint({f})")),
                 FnDef::CustomVjp { f } => {
                     w(out, format!("{id} = mx.custom_function({f})"));
-                    w(out, format!("{id}.vjp(lambda p, c, o: tuple(x * mx.sum(c[0]) for x in p))"));
+                    w(
+                        out,
+                        format!("{id}.vjp(lambda p, c, o: tuple(x * mx.sum(c[0]) for x in p))"),
+                    );
                 }
                 FnDef::Vjp { f } | FnDef::Jvp { f } => {
                     let n = primals.get(f).copied().unwrap_or(0);
-                    let t = if matches!(def, FnDef::Vjp { .. }) { "vjp" } else { "jvp" };
+                    let t = if matches!(def, FnDef::Vjp { .. }) {
+                        "vjp"
+                    } else {
+                        "jvp"
+                    };
                     w(out, format!("def make_{id}({f}):"));
                     w(out, format!("    def {id}(*xs):"));
-                    w(out, format!("        o, d = mx.{t}({f}, list(xs[:{n}]), list(xs[{n}:]))"));
+                    w(
+                        out,
+                        format!("        o, d = mx.{t}({f}, list(xs[:{n}]), list(xs[{n}:]))"),
+                    );
                     w(out, "        return list(o) + list(d)".into());
                     w(out, format!("    return {id}"));
                     w(out, format!("{id} = make_{id}({f})"));
@@ -191,7 +250,14 @@ fn stmt(out: &mut String, s: &Stmt, primals: &BTreeMap<FnId, usize>, names: &mut
             }
             names.declare(id.to_string());
         }
-        Stmt::Eval { refs, asynchronous } => w(out, format!("mx.{}({})", if *asynchronous { "async_eval" } else { "eval" }, args(refs))),
+        Stmt::Eval { refs, asynchronous } => w(
+            out,
+            format!(
+                "mx.{}({})",
+                if *asynchronous { "async_eval" } else { "eval" },
+                args(refs)
+            ),
+        ),
         Stmt::Synchronize => w(out, "mx.synchronize()".into()),
         Stmt::Drop(v) => {
             w(out, format!("del {v}"));
@@ -209,7 +275,10 @@ fn stmt(out: &mut String, s: &Stmt, primals: &BTreeMap<FnId, usize>, names: &mut
 /// leak, a crash and an error, but Python has no view of an array's
 /// `data_size`, so an overrun shows only under a sanitizer.
 pub fn shows(kind: Kind) -> bool {
-    !matches!(kind, Kind::Overrun | Kind::Mismatch | Kind::VariantsDiffer | Kind::Hang)
+    !matches!(
+        kind,
+        Kind::Overrun | Kind::Mismatch | Kind::VariantsDiffer | Kind::Hang
+    )
 }
 
 /// The whole script, or why Python cannot express the program.
@@ -251,12 +320,31 @@ mod tests {
         let v = |i| Var(i);
         let p = Program {
             stmts: vec![
-                Stmt::Let { out: v(0), op: Op::Normal { shape: vec![4, 4], seed: 0 } },
-                Stmt::Let { out: v(1), op: Op::Split { a: Ref::Var(v(0)), parts: 2, axis: 0 } },
-                Stmt::Assign { dst: Ref::Elem(v(1), 0), src: Ref::Var(v(0)), how: How::Copy },
+                Stmt::Let {
+                    out: v(0),
+                    op: Op::Normal {
+                        shape: vec![4, 4],
+                        seed: 0,
+                    },
+                },
+                Stmt::Let {
+                    out: v(1),
+                    op: Op::Split {
+                        a: Ref::Var(v(0)),
+                        parts: 2,
+                        axis: 0,
+                    },
+                },
+                Stmt::Assign {
+                    dst: Ref::Elem(v(1), 0),
+                    src: Ref::Var(v(0)),
+                    how: How::Copy,
+                },
             ],
         };
-        assert!(print(&p, "t").unwrap_err().contains("copy or move assignment"));
+        assert!(print(&p, "t")
+            .unwrap_err()
+            .contains("copy or move assignment"));
     }
 
     #[test]
@@ -264,14 +352,33 @@ mod tests {
         let v = |i| Var(i);
         let p = Program {
             stmts: vec![
-                Stmt::Let { out: v(0), op: Op::Normal { shape: vec![4, 4], seed: 0 } },
-                Stmt::Let { out: v(1), op: Op::Split { a: Ref::Var(v(0)), parts: 2, axis: 0 } },
-                Stmt::Let { out: v(2), op: Op::Unary(Unary::Exp, Ref::Elem(v(1), 0)) },
+                Stmt::Let {
+                    out: v(0),
+                    op: Op::Normal {
+                        shape: vec![4, 4],
+                        seed: 0,
+                    },
+                },
+                Stmt::Let {
+                    out: v(1),
+                    op: Op::Split {
+                        a: Ref::Var(v(0)),
+                        parts: 2,
+                        axis: 0,
+                    },
+                },
+                Stmt::Let {
+                    out: v(2),
+                    op: Op::Unary(Unary::Exp, Ref::Elem(v(1), 0)),
+                },
                 Stmt::Drop(v(1)),
             ],
         };
         let s = print(&p, "t").unwrap();
         let body = &s[s.find("def program").unwrap()..s.find("def main").unwrap()];
-        assert!(body.contains("    del v1\n    del v2\n    del v0\n"), "{body}");
+        assert!(
+            body.contains("    del v1\n    del v2\n    del v0\n"),
+            "{body}"
+        );
     }
 }

@@ -7,6 +7,9 @@
 //! * `fuzz print <seed> <index> [--python]`: that seeded program as a C++ file
 //!   (or as a Python script, if Python can express it).
 //! * `fuzz replay <patched|pristine> <program.json>`: one program's findings.
+//! * `fuzz differential [--minutes N | --programs N] [--seed S]`: the same
+//!   programs on patched and on pristine, in two processes at once; where
+//!   both ran a program, their values must have the same bits.
 //!
 //! A campaign prints its throughput (`<rate> programs/s`) and its findings
 //! by kind, then shrinks each distinct finding and writes it as
@@ -22,7 +25,8 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address] [--debug]
        cargo xtask fuzz --target <carrier-version> [--minutes N | --programs N] [--seed S]
        cargo xtask fuzz print <seed> <index> | <file.json> [--python]
-       cargo xtask fuzz replay <patched|pristine> <program.json>";
+       cargo xtask fuzz replay <patched|pristine> <program.json>
+       cargo xtask fuzz differential [--minutes N | --programs N] [--seed S]";
 
 /// Programs per worker session: a crash costs at most a restart.
 const BATCH: u64 = 2000;
@@ -125,14 +129,10 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     if a.variant == "pristine" {
         cmd.args(["--features", "pristine"]);
     }
-    // A target dir per build flavour, so they do not rebuild each other;
-    // MLX itself is shared with every other build of the same variant.
-    let flavour = format!(
-        "{}{}",
-        if a.target.is_some() { "target-" } else { "" },
-        a.sanitizer.map(|s| s.suffix()).unwrap_or("plain")
-    );
-    cmd.env("CARGO_TARGET_DIR", dir.join(format!("cargo-{flavour}")));
+    // A target dir per variant and flavour: they neither rebuild each other
+    // nor overwrite each other's worker, which the differential runs side by
+    // side. MLX itself is shared with every other build of the same variant.
+    cmd.env("CARGO_TARGET_DIR", dir.join(format!("cargo-{label}")));
     let mut build_dir = target_dir()?.join("mlx");
     if let Some(t) = &a.target {
         let work = target_dir()?.join("rebase").join(t);
@@ -203,24 +203,170 @@ fn print_program(args: &[String]) -> Result<()> {
     let (python, rest): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| *a == "--python");
     let (p, title) = match rest.as_slice() {
         [seed, index] => {
-            let (seed, index): (u64, u64) = (seed.parse().map_err(|_| USAGE)?, index.parse().map_err(|_| USAGE)?);
-            (mlx_fuzz::program_of_seed(seed, index), format!("mlx-fuzz program {index} of seed {seed}"))
+            let (seed, index): (u64, u64) = (
+                seed.parse().map_err(|_| USAGE)?,
+                index.parse().map_err(|_| USAGE)?,
+            );
+            (
+                mlx_fuzz::program_of_seed(seed, index),
+                format!("mlx-fuzz program {index} of seed {seed}"),
+            )
         }
         // A kept finding or a campaign's shrunk program.
         [file] => {
             let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
-            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
-            let program = if v.get("program").is_some() { v["program"].to_string() } else { text };
-            (Program::from_json(&program).map_err(|e| format!("{file}: {e}"))?, format!("mlx-fuzz program {file}"))
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
+            let program = if v.get("program").is_some() {
+                v["program"].to_string()
+            } else {
+                text
+            };
+            (
+                Program::from_json(&program).map_err(|e| format!("{file}: {e}"))?,
+                format!("mlx-fuzz program {file}"),
+            )
         }
         _ => return Err(USAGE.into()),
     };
     if python.is_empty() {
         print!("{}", cpp::print(&p, &title));
     } else {
-        print!("{}", mlx_fuzz::python::print(&p, &title).map_err(|why| format!("{title} has no Python form: {why}"))?);
+        print!(
+            "{}",
+            mlx_fuzz::python::print(&p, &title)
+                .map_err(|why| format!("{title} has no Python form: {why}"))?
+        );
     }
     Ok(())
+}
+
+/// Writes a shrunk finding as JSON, C++ and (if it has one) Python beside
+/// each other; returns the C++ file.
+fn keep(dir: &std::path::Path, stem: &str, p: &Program, title: &str) -> Result<PathBuf> {
+    std::fs::write(dir.join(format!("{stem}.json")), p.to_json()).map_err(|e| e.to_string())?;
+    let cpp_file = dir.join(format!("{stem}.cpp"));
+    std::fs::write(&cpp_file, cpp::print(p, title)).map_err(|e| e.to_string())?;
+    if let Ok(py) = mlx_fuzz::python::print(p, title) {
+        std::fs::write(dir.join(format!("{stem}.py")), py).map_err(|e| e.to_string())?;
+    }
+    Ok(cpp_file)
+}
+
+/// The differential campaign: patched against pristine, program by program.
+fn differential(args: &[String]) -> Result<()> {
+    let mut a = parse(&[&["patched".to_string()], args].concat())?;
+    if a.target.is_some() || a.sanitizer.is_some() || !a.release {
+        return Err(format!(
+            "the differential runs the two release variants only\n{USAGE}"
+        ));
+    }
+    crate::deps::install()?;
+    let (patched, _) = worker(&a)?;
+    a.variant = "pristine".into();
+    let (pristine, _) = worker(&a)?;
+    let out = target_dir()?
+        .join("fuzz")
+        .join("differential")
+        .join("findings");
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+
+    let started = Instant::now();
+    let budget = Duration::from_secs_f64(a.minutes * 60.0);
+    let (mut on_patched, mut on_pristine) = (Tally::default(), Tally::default());
+    let (mut compared, mut differing) = (0u64, Vec::new());
+    let mut next = 0;
+    while a.programs.map_or(started.elapsed() < budget, |n| next < n) {
+        let count = a.programs.map_or(BATCH, |n| BATCH.min(n - next));
+        mlx_fuzz::campaign::run_pair(&patched, &pristine, a.seed, next, count, |i, x, y| {
+            x.iter().for_each(|e| on_patched.add(e));
+            y.iter().for_each(|e| on_pristine.add(e));
+            let both_ran = |e: &[mlx_fuzz::campaign::Event]| matches!(e, [mlx_fuzz::campaign::Event::Ran(_, o)] if o.error.is_none() && o.eager_error.is_none());
+            compared += (both_ran(x) && both_ran(y)) as u64;
+            if let Some(f) = mlx_fuzz::campaign::differ_events(x, y) {
+                if differing.is_empty() {
+                    eprintln!(
+                        "fuzz differential: first difference at program {i}: {}",
+                        f.detail
+                    );
+                }
+                differing.push((i, f));
+            }
+        })?;
+        next += count;
+        eprintln!(
+            "fuzz differential: {next} programs, {compared} run by both, {} differ, after {}",
+            differing.len(),
+            mlx_patched::progress::elapsed(started.elapsed())
+        );
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "fuzz differential, seed {}: {next} programs in {}",
+        a.seed,
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
+    println!("  patched: {}", on_patched.summary());
+    println!("  pristine: {}", on_pristine.summary());
+    println!(
+        "  run by both: {compared}; values that differ in any bit: {}",
+        differing.len()
+    );
+    println!("{:.0} programs/s", next as f64 / secs);
+    for (i, f) in differing.iter().take(SHRINK_AT_MOST) {
+        let p = mlx_fuzz::program_of_seed(a.seed, *i);
+        let (small, tried) = mlx_fuzz::shrink::shrink(&p, |c| {
+            mlx_fuzz::campaign::still_differs(&patched, &pristine, c)
+        });
+        let title = format!(
+            "mlx-fuzz finding, patched against pristine: {} {} (program {i} of seed {}, shrunk from {} to {} statements)",
+            f.kind.name(), f.detail, a.seed, p.len(), small.len()
+        );
+        let file = keep(
+            &out,
+            &format!("{}-{}-{i}", f.kind.name(), a.seed),
+            &small,
+            &title,
+        )?;
+        println!(
+            "finding: {} at program {i}: shrunk to {} statements in {tried} tries: {}",
+            f.kind.name(),
+            small.len(),
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+/// The suite's differential: the digests the fuzz slice recorded on patched
+/// and on pristine (`mlx_fork::report_digests`) must agree wherever both
+/// variants ran a program.
+pub fn slice_differential(report: &std::path::Path) -> Result<String> {
+    let read = |v: &str| -> Result<std::collections::BTreeMap<u64, u64>> {
+        let file = report.join(format!("fuzz-slice-{v}.json"));
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            format!(
+                "the fuzz slice recorded no digests on {v} ({}: {e})",
+                file.display()
+            )
+        })?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
+    };
+    let (patched, pristine) = (read("patched")?, read("pristine")?);
+    let (both, differ) = mlx_fuzz::oracle::differ_digests(&patched, &pristine);
+    if both == 0 {
+        return Err("the fuzz slice: no program ran on both variants, nothing compared".into());
+    }
+    if !differ.is_empty() {
+        return Err(format!(
+            "the fuzz slice: {} of {both} programs computed other bits on patched than on pristine: programs {:?} (`cargo xtask fuzz print <seed> <index>`)",
+            differ.len(),
+            &differ[..differ.len().min(10)]
+        ));
+    }
+    Ok(format!(
+        "fuzz slice, patched against pristine: the same bits in all {both} programs both ran"
+    ))
 }
 
 fn replay(args: &[String]) -> Result<()> {
@@ -252,6 +398,7 @@ pub fn run(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("print") => return print_program(&args[1..]),
         Some("replay") => return replay(&args[1..]),
+        Some("differential") => return differential(&args[1..]),
         _ => {}
     }
     let a = parse(args)?;
@@ -276,7 +423,12 @@ pub fn run(args: &[String]) -> Result<()> {
                     .any(|(g, _)| mlx_fuzz::oracle::same_failure(g, &f))
                 {
                     // Named as soon as seen: shrinking comes after the campaign.
-                    eprintln!("fuzz {label}: first {} at program {}: {}", f.kind.name(), e.index(), f.detail);
+                    eprintln!(
+                        "fuzz {label}: first {} at program {}: {}",
+                        f.kind.name(),
+                        e.index(),
+                        f.detail
+                    );
                     first_of.push((f, e.index()));
                 }
             }
@@ -302,28 +454,20 @@ pub fn run(args: &[String]) -> Result<()> {
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
         let p = mlx_fuzz::program_of_seed(a.seed, *i);
         // Each try of a hang waits out the worker's timeout: kept whole.
-        let (small, tried) = if f.kind == mlx_fuzz::Kind::Hang { (p.clone(), 0) } else { shrink_finding(&w, &p, f, Confirm::AnyOf(2)) };
+        let (small, tried) = if f.kind == mlx_fuzz::Kind::Hang {
+            (p.clone(), 0)
+        } else {
+            shrink_finding(&w, &p, f, Confirm::AnyOf(2))
+        };
         let stem = format!("{}-{}-{i}", f.kind.name(), a.seed);
         let title = format!("mlx-fuzz finding on {label}: {} {} (program {i} of seed {}, shrunk from {} to {} statements)", f.kind.name(), f.detail, a.seed, p.len(), small.len());
-        std::fs::write(
-            out.join("findings").join(format!("{stem}.json")),
-            small.to_json(),
-        )
-        .map_err(|e| e.to_string())?;
-        std::fs::write(
-            out.join("findings").join(format!("{stem}.cpp")),
-            cpp::print(&small, &title),
-        )
-        .map_err(|e| e.to_string())?;
-        if let Ok(py) = mlx_fuzz::python::print(&small, &title) {
-            std::fs::write(out.join("findings").join(format!("{stem}.py")), py).map_err(|e| e.to_string())?;
-        }
+        let file = keep(&out.join("findings"), &stem, &small, &title)?;
         println!(
             "finding: {} {} at program {i}: shrunk to {} statements in {tried} tries: {}",
             f.kind.name(),
             f.detail,
             small.len(),
-            out.join("findings").join(format!("{stem}.cpp")).display()
+            file.display()
         );
     }
     if first_of.len() > SHRINK_AT_MOST {

@@ -262,6 +262,20 @@ fn test() -> Result<()> {
             outcome = Err(format!("{cmd:?} failed ({status})"));
         }
     }
+    // The fuzz slice ran on both variants: where both ran a program, the
+    // same bits (the differential oracle, over the slice's digests).
+    let differential = fuzz::slice_differential(&report);
+    match &differential {
+        Ok(line) => {
+            println!("{line}");
+            passed += 1;
+        }
+        Err(e) => {
+            println!("FAILED: {e}");
+            failed += 1;
+        }
+    }
+    outcome = outcome.and(differential.map(|_| ()));
     let series = mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
 

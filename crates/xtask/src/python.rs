@@ -739,13 +739,24 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let series: Vec<String> = mlx_patched::patch::fix_series(&crate::options()?.patches_dir)
         .map_err(|e| e.to_string())?
         .iter()
-        .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     let scripts = python_root()?.join("fuzz-findings");
     std::fs::create_dir_all(&scripts).map_err(|e| e.to_string())?;
     for k in &kept {
-        let stem = k.file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-        let script = match mlx_fuzz::python::print(&k.program, &format!("mlx-fuzz finding {stem}")) {
+        let stem = k
+            .file
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let script = match mlx_fuzz::python::print(&k.program, &format!("mlx-fuzz finding {stem}"))
+        {
             Err(why) => {
                 println!("finding {stem}: no Python form ({why})");
                 continue;
@@ -761,10 +772,16 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         for (v, python) in &pythons {
             let with: &[String] = if v.name == "pristine" { &[] } else { &series };
             let show = k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed);
-            let out = Command::new(python).arg(&file).output().map_err(|e| e.to_string())?;
+            let out = Command::new(python)
+                .arg(&file)
+                .output()
+                .map_err(|e| e.to_string())?;
             let said = String::from_utf8_lossy(&out.stdout);
             let said = said.lines().last().unwrap_or("").to_string();
-            println!("finding {stem} as Python on {}: {} ({said})", v.name, out.status);
+            println!(
+                "finding {stem} as Python on {}: {} ({said})",
+                v.name, out.status
+            );
             expect(
                 out.status.success() != show,
                 format!(

@@ -46,11 +46,16 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
 /// `<out>/v<version>/`; a fix that no longer applies there is listed, not
 /// staged: whether upstream still needs it is `rebase`'s verdict.
 pub fn upstream_pr(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask upstream-pr [--out DIR] [--target <carrier-version | upstream-dir>]";
+    const USAGE: &str =
+        "usage: cargo xtask upstream-pr [--out DIR] [--target <carrier-version | upstream-dir>]";
     let (mut out, mut to) = (None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let mut value = || it.next().cloned().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value\n{USAGE}"))
+        };
         match a.as_str() {
             "--out" => out = Some(PathBuf::from(value()?)),
             "--target" => to = Some(value()?),
@@ -66,13 +71,27 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
     match to {
         None => {
             let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-            let fingerprint = patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+            let fingerprint =
+                patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
             let dir = root;
             // Only the pin's own stagings: a --target's live beside them.
             clear_stagings(&dir)?;
-            let staged = stage(&upstream, pin::UPSTREAM_VERSION, &series, &dir, Some(&fingerprint), None)?;
-            if let Some((stem, e)) = staged.iter().find_map(|(s, r)| r.as_ref().err().map(|e| (s, e))) {
-                return Err(format!("{stem} does not apply alone with git am onto upstream v{}: {e}", pin::UPSTREAM_VERSION));
+            let staged = stage(
+                &upstream,
+                pin::UPSTREAM_VERSION,
+                &series,
+                &dir,
+                Some(&fingerprint),
+                None,
+            )?;
+            if let Some((stem, e)) = staged
+                .iter()
+                .find_map(|(s, r)| r.as_ref().err().map(|e| (s, e)))
+            {
+                return Err(format!(
+                    "{stem} does not apply alone with git am onto upstream v{}: {e}",
+                    pin::UPSTREAM_VERSION
+                ));
             }
             println!(
                 "\nEach of the {} fixes applies alone with `git am` onto upstream v{} ({}tree {}).\n\
@@ -86,7 +105,9 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
             );
         }
         Some(to) => {
-            let work = target_dir()?.join("upstream-pr-work").join(to.replace('/', "_"));
+            let work = target_dir()?
+                .join("upstream-pr-work")
+                .join(to.replace('/', "_"));
             let upstream = crate::rebase::target_tree(&to, &work)?;
             let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
             let dir = root.join(format!("v{version}"));
@@ -98,11 +119,21 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
             let (ok, not): (Vec<_>, Vec<_>) = staged.iter().partition(|(_, r)| r.is_ok());
             println!("\nOnto upstream v{version} (tree {}): {} of {} fixes apply alone (`git am`, three-way where needed), staged in {}/<patch>/.", upstream.tree_id, ok.len(), series.len(), dir.display());
             for (stem, r) in &not {
-                let why = r.as_ref().err().and_then(|e| e.lines().find(|l| l.starts_with("error:") || l.starts_with("CONFLICT")).map(str::to_string)).unwrap_or_default();
+                let why = r
+                    .as_ref()
+                    .err()
+                    .and_then(|e| {
+                        e.lines()
+                            .find(|l| l.starts_with("error:") || l.starts_with("CONFLICT"))
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_default();
                 println!("  not staged: {stem}: it does not apply there, not even by a three-way merge ({why}); see `cargo xtask rebase --to {to}`");
             }
             if ok.is_empty() {
-                return Err(format!("no fix of the series applies to upstream v{version}"));
+                return Err(format!(
+                    "no fix of the series applies to upstream v{version}"
+                ));
             }
         }
     }
@@ -112,12 +143,16 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
 /// Removes the pin's stagings (one directory per patch stem, present or
 /// past), leaving the `v<version>/` stagings of `--target` runs.
 fn clear_stagings(dir: &Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let versioned = name.starts_with('v') && name[1..].chars().next().is_some_and(|c| c.is_ascii_digit());
+        let versioned =
+            name.starts_with('v') && name[1..].chars().next().is_some_and(|c| c.is_ascii_digit());
         if !versioned {
-            std::fs::remove_dir_all(e.path()).map_err(|err| format!("{}: {err}", e.path().display()))?;
+            std::fs::remove_dir_all(e.path())
+                .map_err(|err| format!("{}: {err}", e.path().display()))?;
         }
     }
     Ok(())
@@ -128,10 +163,21 @@ fn clear_stagings(dir: &Path) -> Result<()> {
 /// `base` (the tree the series was written against), a fix that does not
 /// apply as it is gets `git am -3` with the base's files as merge base, and
 /// the staged patch is the merged one.
-fn stage(upstream: &mlx_patched::Upstream, version: &str, series: &[PathBuf], dir: &Path, fingerprint: Option<&str>, base: Option<&Path>) -> Result<Vec<(String, std::result::Result<(), String>)>> {
+fn stage(
+    upstream: &mlx_patched::Upstream,
+    version: &str,
+    series: &[PathBuf],
+    dir: &Path,
+    fingerprint: Option<&str>,
+    base: Option<&Path>,
+) -> Result<Vec<(String, std::result::Result<(), String>)>> {
     let mut staged = Vec::new();
     for (i, p) in series.iter().enumerate() {
-        let stem = p.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let stem = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let pr = dir.join(&stem);
         let out = pr.join("tree");
         mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
@@ -139,9 +185,20 @@ fn stage(upstream: &mlx_patched::Upstream, version: &str, series: &[PathBuf], di
         git(&out, &["add", "-A"])?;
         let tree = git(&out, &["write-tree"])?;
         if tree != upstream.tree_id {
-            return Err(format!("the copied tree hashes to {tree}, expected {}", upstream.tree_id));
+            return Err(format!(
+                "the copied tree hashes to {tree}, expected {}",
+                upstream.tree_id
+            ));
         }
-        git(&out, &["commit", "-q", "-m", &format!("MLX v{version} (upstream tree {tree})")])?;
+        git(
+            &out,
+            &[
+                "commit",
+                "-q",
+                "-m",
+                &format!("MLX v{version} (upstream tree {tree})"),
+            ],
+        )?;
         let path = p.display().to_string();
         if let Err(e) = git(&out, &["am", "--quiet", &path]) {
             let _ = git(&out, &["am", "--abort"]);
@@ -159,14 +216,34 @@ fn stage(upstream: &mlx_patched::Upstream, version: &str, series: &[PathBuf], di
         }
         // MLX's clang-format keeps lines within 80 columns.
         let diff = git(&out, &["diff", "HEAD~", "--", "*.h", "*.cpp"])?;
-        let long: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81).collect();
+        let long: Vec<&str> = diff
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81)
+            .collect();
         if !long.is_empty() {
-            return Err(format!("{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}", long.join("\n")));
+            return Err(format!(
+                "{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}",
+                long.join("\n")
+            ));
         }
-        git(&out, &["format-patch", "-q", "--zero-commit", "-o", &pr.join("series").display().to_string(), "HEAD~"])?;
+        git(
+            &out,
+            &[
+                "format-patch",
+                "-q",
+                "--zero-commit",
+                "-o",
+                &pr.join("series").display().to_string(),
+                "HEAD~",
+            ],
+        )?;
         let stat = git(&out, &["diff", "--stat", "HEAD~"])?;
         let message = git(&out, &["log", "-1", "--format=%B"])?;
-        std::fs::write(pr.join("pull-request.md"), description(&message, &stat, fingerprint.filter(|_| i == 0))).map_err(|e| e.to_string())?;
+        std::fs::write(
+            pr.join("pull-request.md"),
+            description(&message, &stat, fingerprint.filter(|_| i == 0)),
+        )
+        .map_err(|e| e.to_string())?;
         println!("{}\n{stat}", git(&out, &["log", "-1", "--format=%h %s"])?);
         staged.push((stem, Ok(())));
     }

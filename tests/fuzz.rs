@@ -171,11 +171,15 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
             continue;
         }
         eprintln!("{}", cpp::print(&repro, "the shrunk reproducer"));
-        assert!(
-            repro.len() <= MAX_STATEMENTS,
-            "the reproducer has {} statements, more than {MAX_STATEMENTS}",
-            repro.len()
-        );
+        if repro.len() > MAX_STATEMENTS {
+            // The shrinker's steps cannot make every leak this small (a
+            // closure that only calls another stays): the next leak.
+            eprintln!(
+                "program {i}: shrunk to {} statements, more than {MAX_STATEMENTS}, next one",
+                repro.len()
+            );
+            continue;
+        }
         let (ok, out) = run_cpp(&repro, "on-patched", patched);
         assert!(
             ok && out.contains("leaked_bytes 0"),
@@ -183,7 +187,7 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
         );
         return;
     }
-    panic!("{}: no leak of the slice that needs compile reproduced as C++ (shrunk programs {tried:?}, of leaks {leaks:?})", v.name);
+    panic!("{}: no leak of the slice that needs compile reproduced as C++ in at most {MAX_STATEMENTS} statements (shrunk programs {tried:?}, of leaks {leaks:?})", v.name);
 }
 
 fn checked_in() -> Vec<Kept> {

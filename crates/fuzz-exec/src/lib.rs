@@ -314,6 +314,25 @@ fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result
             let t = mlx::vmap(inner(), &[], &[])?;
             Rc::new(move |x: &[Array]| t.call(x))
         }
+        FnDef::Grad { .. } | FnDef::ValueAndGrad { .. } => {
+            // The loss is the sum of the first output (see `FnDef::Grad`).
+            let f = inner();
+            let loss = move |x: &[Array]| {
+                let mut o = f(x)?;
+                let first = o
+                    .first()
+                    .ok_or_else(|| err("[mlx-fuzz] a loss of no output".into()))?;
+                o[0] = mlx::sum(first)?;
+                Ok(o)
+            };
+            let argnums: Vec<i32> = (0..n_params as i32).collect();
+            let t = if matches!(def, FnDef::Grad { .. }) {
+                mlx::grad(loss, &argnums)?
+            } else {
+                mlx::value_and_grad(loss, &argnums)?
+            };
+            Rc::new(move |x: &[Array]| t.call(x))
+        }
         FnDef::Closure { .. } => unreachable!(),
     })
 }

@@ -132,11 +132,13 @@ impl Worker {
         let file = dir.join("program.json");
         std::fs::write(&file, p.to_json()).map_err(|e| e.to_string())?;
         let mut got = None;
-        self.session(
+        let ran = self.session(
             &["program".to_string(), file.display().to_string()],
             0,
             &mut |e| got = Some(e),
-        )?;
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        ran?;
         got.ok_or_else(|| "the worker reported nothing for the program".to_string())
     }
 

@@ -203,6 +203,15 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
                 );
             }
             FnDef::Vmap { f } => w(out, format!("Fn {id} = mx::vmap({f});")),
+            FnDef::Grad { f } | FnDef::ValueAndGrad { f } => {
+                let n = sigs.get(f).copied().unwrap_or(0);
+                let argnums = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+                if matches!(def, FnDef::Grad { .. }) {
+                    w(out, format!("Fn {id} = mx::grad(std::function<mx::array(const Arrays&)>([{f}](const Arrays& in) {{ return mx::sum({f}(in)[0]); }}), std::vector<int>{{{argnums}}});"));
+                } else {
+                    w(out, format!("Fn {id} = [vg = mx::value_and_grad(Fn([{f}](const Arrays& in) {{ Arrays o = {f}(in); o[0] = mx::sum(o[0]); return o; }}), std::vector<int>{{{argnums}}})](const Arrays& in) -> Arrays {{ auto [v, g] = vg(in); v.insert(v.end(), g.begin(), g.end()); return v; }};"));
+                }
+            }
         },
         Stmt::Eval { refs, asynchronous } => {
             w(out, format!("mx::{}({});", if *asynchronous { "async_eval" } else { "eval" }, list(refs)));

@@ -153,6 +153,7 @@ impl Gen {
                     8,
                     2,
                     14,
+                    if has_fns { 1 } else { 0 },
                 ],
             )?;
             match kind {
@@ -185,7 +186,8 @@ impl Gen {
                 6 => {
                     b.push(Stmt::Synchronize);
                 }
-                _ => self.release(u, b)?,
+                7 => self.release(u, b)?,
+                _ => self.trainer(u, b)?,
             }
         }
         Ok(())
@@ -508,6 +510,8 @@ impl Gen {
             FnDef::Vjp { f },
             FnDef::Jvp { f },
             FnDef::Vmap { f },
+            FnDef::Grad { f },
+            FnDef::ValueAndGrad { f },
         ];
         let def = defs[u.choose_index(defs.len())?].clone();
         let id = FnId(self.next_fn);
@@ -537,6 +541,132 @@ impl Gen {
             out,
             op: Op::Call { f, args },
         });
+        Ok(())
+    }
+
+    /// A trainer's loop, as a C++ or a functional Python trainer writes one:
+    /// a compiled step that takes the parameters, computes the loss and its
+    /// gradients with `value_and_grad` of a defined function, and returns the
+    /// loss and the updated parameters, which replace the old ones (by copy
+    /// or move assignment, or by passing the outputs on) for the next step.
+    /// In C++ the state is passed explicitly; Python's `mx.compile(step,
+    /// inputs=state, outputs=state)` passes it the same way for the user.
+    fn trainer(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
+        let losses: Vec<FnId> = b
+            .scope
+            .fns
+            .iter()
+            .filter(|(_, s)| {
+                !s.params.is_empty()
+                    && s.params.iter().all(Ty::is_f32)
+                    && s.results.first().is_some_and(Ty::is_f32)
+            })
+            .map(|(f, _)| *f)
+            .collect();
+        let Some(loss) = pick(u, &losses)? else {
+            return Ok(());
+        };
+        let params = b.scope.fns[&loss].params.clone();
+        let n_aux = b.scope.fns[&loss].results.len() - 1;
+        let mut def = |b: &mut Block, g: &mut Gen, def: FnDef| {
+            let id = FnId(g.next_fn);
+            let ok = b.push(Stmt::Def { id, def });
+            g.next_fn += ok as u32;
+            ok.then_some(id)
+        };
+        let Some(vg) = def(b, self, FnDef::ValueAndGrad { f: loss }) else {
+            return Ok(());
+        };
+        // The step: loss, then each parameter minus its gradient.
+        let ws: Vec<(Var, Ty)> = params.iter().map(|t| (self.var(), t.clone())).collect();
+        let r = self.var();
+        let mut body = vec![Stmt::Let {
+            out: r,
+            op: Op::Call {
+                f: vg,
+                args: ws.iter().map(|(w, _)| Ref::Var(*w)).collect(),
+            },
+        }];
+        let mut results = vec![Ref::Elem(r, 0)];
+        for (i, (w, _)) in ws.iter().enumerate() {
+            let nw = self.var();
+            body.push(Stmt::Let {
+                out: nw,
+                op: Op::Binary(
+                    Binary::Subtract,
+                    Ref::Var(*w),
+                    Ref::Elem(r, (1 + n_aux + i) as u32),
+                ),
+            });
+            results.push(Ref::Var(nw));
+        }
+        let step = FnDef::Closure {
+            params: ws,
+            captures: vec![],
+            body,
+            results,
+        };
+        let Some(step) = def(b, self, step) else {
+            return Ok(());
+        };
+        let Some(compiled) = def(
+            b,
+            self,
+            FnDef::Compile {
+                f: step,
+                shapeless: false,
+            },
+        ) else {
+            return Ok(());
+        };
+        // The state: live values of the parameters' types, or new ones.
+        let mut state = Vec::new();
+        for t in &params {
+            let live: Vec<Ref> = b
+                .refs(|x| x == t)
+                .into_iter()
+                .map(|(r, _)| r)
+                .filter(|r| !state.contains(r))
+                .collect();
+            match pick(u, &live)? {
+                Some(r) if u.ratio(1, 2)? => state.push(r),
+                _ => state.push(self.constant(u, b, Some(&t.shape))?),
+            }
+        }
+        let rebind = [Some(How::Copy), Some(How::Move), None][u.choose_index(3)?];
+        for _ in 0..u.int_in_range(1..=3)? {
+            let o = self.var();
+            if !b.push(Stmt::Let {
+                out: o,
+                op: Op::Call {
+                    f: compiled,
+                    args: state.clone(),
+                },
+            }) {
+                return Ok(());
+            }
+            for (i, w) in state.iter_mut().enumerate() {
+                let new = Ref::Elem(o, 1 + i as u32);
+                match rebind {
+                    Some(how) => {
+                        b.push(Stmt::Assign {
+                            dst: *w,
+                            src: new,
+                            how,
+                        });
+                    }
+                    None => *w = new,
+                }
+            }
+            if u.ratio(1, 2)? {
+                let mut refs = vec![Ref::Elem(o, 0)];
+                refs.extend(state.iter().filter(|r| b.scope.ty(**r).is_ok()));
+                b.push(Stmt::Eval {
+                    refs,
+                    asynchronous: u.ratio(1, 4)?,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -592,16 +722,23 @@ impl Gen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
-    /// Every kind of statement the IR has, by name.
-    fn kinds(stmts: &[Stmt], out: &mut BTreeSet<String>) {
+    /// Every kind of statement the IR has, by name, and "call <transform>"
+    /// for each kind of function a program calls.
+    fn kinds(stmts: &[Stmt], out: &mut BTreeSet<String>, defs: &mut BTreeMap<FnId, &'static str>) {
         for s in stmts {
             let k = match s {
-                Stmt::Let { op, .. } => format!("op {}", op.name()),
-                Stmt::Def { def, .. } => {
+                Stmt::Let { op, .. } => {
+                    if let Op::Call { f, .. } = op {
+                        out.insert(format!("call {}", defs[f]));
+                    }
+                    format!("op {}", op.name())
+                }
+                Stmt::Def { id, def } => {
+                    defs.insert(*id, def.name());
                     if let FnDef::Closure { body, captures, .. } = def {
-                        kinds(body, out);
+                        kinds(body, out, defs);
                         if !captures.is_empty() {
                             out.insert("capture".into());
                         }
@@ -628,7 +765,7 @@ mod tests {
         for i in 0..5000 {
             let p = program_of_seed(1, i);
             assert_eq!(check(&p), Ok(()), "program {i}");
-            kinds(&p.stmts, &mut seen);
+            kinds(&p.stmts, &mut seen, &mut BTreeMap::new());
         }
         let mut want: BTreeSet<String> = [
             "capture",
@@ -654,8 +791,11 @@ mod tests {
             "vjp",
             "jvp",
             "vmap",
+            "grad",
+            "value_and_grad",
         ] {
             want.insert(format!("fn {f}"));
+            want.insert(format!("call {f}"));
         }
         for op in [
             "normal",

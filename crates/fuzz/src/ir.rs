@@ -312,6 +312,17 @@ pub enum FnDef {
     Vmap {
         f: FnId,
     },
+    /// MLX's `grad` of the loss `sum(f(...)[0])`, with respect to every
+    /// input: one gradient per parameter.
+    Grad {
+        f: FnId,
+    },
+    /// MLX's `value_and_grad` of `(sum(f(...)[0]), f(...)[1..])`, the rest
+    /// auxiliary values, as a trainer's loss function returns them: the
+    /// loss, the auxiliary values, then one gradient per parameter.
+    ValueAndGrad {
+        f: FnId,
+    },
 }
 
 pub const VMAP_SIZE: i32 = 2;
@@ -326,7 +337,27 @@ impl FnDef {
             | FnDef::CustomVjp { f }
             | FnDef::Vjp { f }
             | FnDef::Jvp { f }
-            | FnDef::Vmap { f } => Some(*f),
+            | FnDef::Vmap { f }
+            | FnDef::Grad { f }
+            | FnDef::ValueAndGrad { f } => Some(*f),
+        }
+    }
+
+    /// The same transform of `g` instead (a closure stays as it is).
+    pub fn with_inner(&self, g: FnId) -> FnDef {
+        match self {
+            FnDef::Closure { .. } => self.clone(),
+            FnDef::Compile { shapeless, .. } => FnDef::Compile {
+                f: g,
+                shapeless: *shapeless,
+            },
+            FnDef::Checkpoint { .. } => FnDef::Checkpoint { f: g },
+            FnDef::CustomVjp { .. } => FnDef::CustomVjp { f: g },
+            FnDef::Vjp { .. } => FnDef::Vjp { f: g },
+            FnDef::Jvp { .. } => FnDef::Jvp { f: g },
+            FnDef::Vmap { .. } => FnDef::Vmap { f: g },
+            FnDef::Grad { .. } => FnDef::Grad { f: g },
+            FnDef::ValueAndGrad { .. } => FnDef::ValueAndGrad { f: g },
         }
     }
 
@@ -344,6 +375,8 @@ impl FnDef {
             FnDef::Vjp { .. } => "vjp",
             FnDef::Jvp { .. } => "jvp",
             FnDef::Vmap { .. } => "vmap",
+            FnDef::Grad { .. } => "grad",
+            FnDef::ValueAndGrad { .. } => "value_and_grad",
         }
     }
 }
@@ -812,6 +845,24 @@ impl Scope {
                 Sig {
                     params: [s.params.clone(), s.params].concat(),
                     results: [s.results.clone(), s.results].concat(),
+                }
+            }
+            FnDef::Grad { f } | FnDef::ValueAndGrad { f } => {
+                let s = inner(f)?;
+                ensure(
+                    !s.params.is_empty()
+                        && all_f32(&s.params)
+                        && s.results.first().is_some_and(Ty::is_f32),
+                    || format!("{} needs float inputs and a float first output", def.name()),
+                )?;
+                let results = if matches!(def, FnDef::Grad { .. }) {
+                    s.params.clone()
+                } else {
+                    [&[Ty::f32(&[])][..], &s.results[1..], &s.params].concat()
+                };
+                Sig {
+                    params: s.params,
+                    results,
                 }
             }
             FnDef::Vmap { f } => {

@@ -247,6 +247,29 @@ fn stmt(
                     w(out, format!("{id} = make_{id}({f})"));
                 }
                 FnDef::Vmap { f } => w(out, format!("{id} = mx.vmap({f})")),
+                FnDef::Grad { f } | FnDef::ValueAndGrad { f } => {
+                    let n = primals.get(f).copied().unwrap_or(0);
+                    let argnums = format!("list(range({n}))");
+                    w(out, format!("def make_{id}({f}):"));
+                    if matches!(def, FnDef::Grad { .. }) {
+                        w(out, format!("    g = mx.grad(lambda *xs: mx.sum({f}(*xs)[0]), argnums={argnums})"));
+                        w(out, format!("    def {id}(*xs):"));
+                        w(out, "        return list(g(*xs))".into());
+                    } else {
+                        w(out, "    def loss(*xs):".into());
+                        w(out, format!("        o = {f}(*xs)"));
+                        w(out, "        return [mx.sum(o[0])] + list(o[1:])".into());
+                        w(
+                            out,
+                            format!("    vg = mx.value_and_grad(loss, argnums={argnums})"),
+                        );
+                        w(out, format!("    def {id}(*xs):"));
+                        w(out, "        v, g = vg(*xs)".into());
+                        w(out, "        return list(v) + list(g)".into());
+                    }
+                    w(out, format!("    return {id}"));
+                    w(out, format!("{id} = make_{id}({f})"));
+                }
             }
             names.declare(id.to_string());
         }

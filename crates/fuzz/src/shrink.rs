@@ -353,15 +353,7 @@ fn redirect(p: &Program, from: FnId, to: FnId) -> Program {
                         body: body.iter().filter_map(|s| fix(s, from, to)).collect(),
                         results: results.clone(),
                     },
-                    FnDef::Compile { f, shapeless } => FnDef::Compile {
-                        f: swap(*f),
-                        shapeless: *shapeless,
-                    },
-                    FnDef::Checkpoint { f } => FnDef::Checkpoint { f: swap(*f) },
-                    FnDef::CustomVjp { f } => FnDef::CustomVjp { f: swap(*f) },
-                    FnDef::Vjp { f } => FnDef::Vjp { f: swap(*f) },
-                    FnDef::Jvp { f } => FnDef::Jvp { f: swap(*f) },
-                    FnDef::Vmap { f } => FnDef::Vmap { f: swap(*f) },
+                    other => other.with_inner(swap(other.inner().unwrap())),
                 };
                 Stmt::Def { id: *id, def }
             }
@@ -432,15 +424,7 @@ pub fn renumber(p: &Program) -> Program {
                                 results,
                             }
                         }
-                        FnDef::Compile { f, shapeless } => FnDef::Compile {
-                            f: self.f(*f),
-                            shapeless: *shapeless,
-                        },
-                        FnDef::Checkpoint { f } => FnDef::Checkpoint { f: self.f(*f) },
-                        FnDef::CustomVjp { f } => FnDef::CustomVjp { f: self.f(*f) },
-                        FnDef::Vjp { f } => FnDef::Vjp { f: self.f(*f) },
-                        FnDef::Jvp { f } => FnDef::Jvp { f: self.f(*f) },
-                        FnDef::Vmap { f } => FnDef::Vmap { f: self.f(*f) },
+                        other => other.with_inner(self.f(other.inner().unwrap())),
                     };
                     Stmt::Def {
                         id: self.f(*id),

@@ -207,6 +207,9 @@ std::unique_ptr<Function> vmap(const Function& f, rust::Slice<const std::int32_t
                                rust::Slice<const std::int32_t> out_axes);
 std::unique_ptr<Function> checkpoint(const Function& f);
 std::unique_ptr<Function> custom_vjp(const Function& f, rust::Box<RustVjpFn> vjp_fn);
+std::unique_ptr<Function> value_and_grad(const Function& f,
+                                         rust::Slice<const std::int32_t> argnums);
+std::unique_ptr<Function> grad(const Function& f, rust::Slice<const std::int32_t> argnums);
 std::unique_ptr<ArrayList> vjp(const Function& f, const ArrayList& primals,
                                const ArrayList& cotangents);
 std::unique_ptr<ArrayList> jvp(const Function& f, const ArrayList& primals,

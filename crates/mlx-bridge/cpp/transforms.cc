@@ -82,6 +82,33 @@ std::unique_ptr<Function> custom_vjp(const Function& f, rust::Box<RustVjpFn> vjp
   return std::make_unique<Function>(Function{mx::custom_vjp(f.f, std::move(vjp_f))});
 }
 
+// A function returning the values followed by the gradients of the first
+// value with respect to the inputs `argnums` (MLX checks they exist and
+// that the first value is a scalar, when it is called).
+std::unique_ptr<Function> value_and_grad(const Function& f,
+                                         rust::Slice<const std::int32_t> argnums) {
+  auto vg = mx::value_and_grad(f.f, to_ints(argnums));
+  return std::make_unique<Function>(Function{[vg](const std::vector<mx::array>& inputs) {
+    auto [values, grads] = vg(inputs);
+    values.insert(values.end(), grads.begin(), grads.end());
+    return values;
+  }});
+}
+
+// MLX's `grad` of the function's first output.
+std::unique_ptr<Function> grad(const Function& f, rust::Slice<const std::int32_t> argnums) {
+  auto inner = f.f;
+  std::function<mx::array(const std::vector<mx::array>&)> first =
+      [inner](const std::vector<mx::array>& inputs) {
+        auto outs = inner(inputs);
+        if (outs.empty()) {
+          throw std::invalid_argument("[grad] the function returned no array");
+        }
+        return outs[0];
+      };
+  return std::make_unique<Function>(Function{mx::grad(first, to_ints(argnums))});
+}
+
 // Returns the outputs followed by the vjps (one per primal).
 std::unique_ptr<ArrayList> vjp(const Function& f, const ArrayList& primals,
                                const ArrayList& cotangents) {

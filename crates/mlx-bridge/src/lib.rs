@@ -29,7 +29,8 @@ pub use array::{eval, synchronize, Array, Dtype};
 pub use error::{Error, Result};
 pub use ops::*;
 pub use transforms::{
-    checkpoint, compile, compile_shapeless, custom_vjp, jvp, vjp, vmap, CompiledFn, TransformedFn,
+    checkpoint, compile, compile_shapeless, custom_vjp, grad, jvp, value_and_grad, vjp, vmap,
+    CompiledFn, TransformedFn,
 };
 
 /// Which MLX build this crate links: `"patched"` or `"pristine"`.

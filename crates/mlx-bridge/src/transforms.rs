@@ -1,5 +1,5 @@
 //! Function transforms over Rust closures: [`compile`], [`vjp`], [`jvp`],
-//! [`vmap`], [`checkpoint`], [`custom_vjp`].
+//! [`grad`], [`value_and_grad`], [`vmap`], [`checkpoint`], [`custom_vjp`].
 //!
 //! Closures take `&[Array]` and return `Result<Vec<Array>>`. An `Err` aborts
 //! the MLX transform with a C++ exception, and the transform's caller gets
@@ -162,6 +162,29 @@ where
     });
     Ok(TransformedFn {
         func: raw::custom_vjp(&function(f), g)?,
+    })
+}
+
+/// `f`'s values followed by the gradients of its first value with respect
+/// to the inputs `argnums`. Calling it fails (`Err`) if the first value is
+/// not a scalar or an argnum is not an input.
+pub fn value_and_grad<F>(f: F, argnums: &[i32]) -> Result<TransformedFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    Ok(TransformedFn {
+        func: raw::value_and_grad(&function(f), argnums)?,
+    })
+}
+
+/// The gradients of `f`'s first output with respect to the inputs
+/// `argnums`: MLX's `grad`, as [`value_and_grad`] without the values.
+pub fn grad<F>(f: F, argnums: &[i32]) -> Result<TransformedFn>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+{
+    Ok(TransformedFn {
+        func: raw::grad(&function(f), argnums)?,
     })
 }
 

@@ -1081,6 +1081,40 @@ fn from_f32_length_mismatch_errs_before_mlx() {
 }
 
 #[test]
+fn grad_and_value_and_grad_of_closures() {
+    // f(x, y) = (sum(x * x * y), x + y)
+    let f = |p: &[Array]| {
+        Ok(vec![
+            mx::sum(&mx::multiply(&mx::multiply(&p[0], &p[0])?, &p[1])?)?,
+            mx::add(&p[0], &p[1])?,
+        ])
+    };
+    let x = f32s(&[1.0, 2.0, 3.0], &[3]);
+    let y = f32s(&[2.0, 2.0, -1.0], &[3]);
+    let vg = mx::value_and_grad(f, &[0, 1]).unwrap();
+    let out = vg.call([&x, &y]).unwrap();
+    assert_eq!(out.len(), 4, "two values, then two gradients");
+    assert_eq!(out[0].item_f32().unwrap(), 1.0 * 2.0 + 4.0 * 2.0 - 9.0);
+    assert_eq!(out[1].to_vec_f32().unwrap(), vec![3.0, 4.0, 2.0]);
+    assert_eq!(out[2].to_vec_f32().unwrap(), vec![4.0, 8.0, -6.0]); // 2xy
+    assert_eq!(out[3].to_vec_f32().unwrap(), vec![1.0, 4.0, 9.0]); // x^2
+
+    let g = mx::grad(f, &[1]).unwrap();
+    let grads = g.call([&x, &y]).unwrap();
+    assert_eq!(grads.len(), 1);
+    assert_eq!(grads[0].to_vec_f32().unwrap(), vec![1.0, 4.0, 9.0]);
+
+    // MLX's contract, checked at the call: a scalar first value, argnums
+    // that are inputs.
+    let not_scalar = mx::value_and_grad(|p: &[Array]| Ok(vec![p[0].clone()]), &[0]).unwrap();
+    expect_err(not_scalar.call([&x]), "does not match cotangent shape");
+    let past_the_inputs = mx::grad(f, &[2]).unwrap();
+    assert!(past_the_inputs.call([&x, &y]).is_err());
+    let nothing = mx::grad(|_: &[Array]| Ok(vec![]), &[0]).unwrap();
+    expect_err(nothing.call([&x]), "no array");
+}
+
+#[test]
 fn vjp_with_wrong_cotangent_count_errs() {
     let x = f32s(&[1.0], &[1]);
     expect_err(

@@ -147,6 +147,11 @@ mod bridge {
         fn vmap(f: &Function, in_axes: &[i32], out_axes: &[i32]) -> Result<UniquePtr<Function>>;
         fn checkpoint(f: &Function) -> Result<UniquePtr<Function>>;
         fn custom_vjp(f: &Function, vjp_fn: Box<RustVjpFn>) -> Result<UniquePtr<Function>>;
+        // Values, then the gradients of the first value (a scalar) with
+        // respect to the inputs `argnums`.
+        fn value_and_grad(f: &Function, argnums: &[i32]) -> Result<UniquePtr<Function>>;
+        // The gradients of the function's first output (a scalar).
+        fn grad(f: &Function, argnums: &[i32]) -> Result<UniquePtr<Function>>;
         // Outputs followed by one vjp per primal.
         fn vjp(
             f: &Function,

@@ -425,6 +425,7 @@ impl Gen {
         }
         let mut inner = Block::default();
         inner.scope.fns = b.scope.fns.clone();
+        inner.scope.defs = b.scope.defs.clone();
         for c in &captures {
             inner.scope.vals.insert(*c, b.scope.vals[c].clone());
         }
@@ -527,6 +528,26 @@ impl Gen {
             return Ok(());
         };
         let params = b.scope.fns[&f].params.clone();
+        // Sometimes with other shapes of the same ranks: a compiled function
+        // traces again, a shapeless one runs its trace on them. Kept only
+        // where the function's definition types with them.
+        if u.ratio(1, 5)? {
+            let mut args = Vec::new();
+            for p in &params {
+                let other =
+                    b.refs(|t| t.dtype == p.dtype && t.shape.len() == p.shape.len() && t != p);
+                match pick(u, &other)? {
+                    Some((r, _)) => args.push(r),
+                    None => return Ok(()),
+                }
+            }
+            let out = self.var();
+            let op = Op::Call { f, args };
+            if b.scope.op_type(&op).is_ok() {
+                b.push(Stmt::Let { out, op });
+                return Ok(());
+            }
+        }
         let mut args = Vec::new();
         for p in &params {
             let same = b.refs(|t| t == p);
@@ -568,7 +589,7 @@ impl Gen {
         };
         let params = b.scope.fns[&loss].params.clone();
         let n_aux = b.scope.fns[&loss].results.len() - 1;
-        let mut def = |b: &mut Block, g: &mut Gen, def: FnDef| {
+        let def = |b: &mut Block, g: &mut Gen, def: FnDef| {
             let id = FnId(g.next_fn);
             let ok = b.push(Stmt::Def { id, def });
             g.next_fn += ok as u32;
@@ -766,6 +787,22 @@ mod tests {
             let p = program_of_seed(1, i);
             assert_eq!(check(&p), Ok(()), "program {i}");
             kinds(&p.stmts, &mut seen, &mut BTreeMap::new());
+            // A call with other shapes than its function's signature.
+            let mut scope = Scope::default();
+            for s in &p.stmts {
+                if let Stmt::Let {
+                    op: Op::Call { f, args },
+                    ..
+                } = s
+                {
+                    let given: Vec<Ty> =
+                        args.iter().map(|a| scope.ty(*a).unwrap().clone()).collect();
+                    if scope.fns[f].params != given {
+                        seen.insert(format!("call with other shapes {}", scope.defs[f].0.name()));
+                    }
+                }
+                scope.stmt(s).unwrap();
+            }
         }
         let mut want: BTreeSet<String> = [
             "capture",
@@ -796,6 +833,9 @@ mod tests {
         ] {
             want.insert(format!("fn {f}"));
             want.insert(format!("call {f}"));
+            if f.starts_with("compile") {
+                want.insert(format!("call with other shapes {f}"));
+            }
         }
         for op in [
             "normal",

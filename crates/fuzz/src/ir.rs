@@ -478,6 +478,9 @@ pub enum Val {
 pub struct Scope {
     pub vals: BTreeMap<Var, Val>,
     pub fns: BTreeMap<FnId, Sig>,
+    /// Each function's definition with the scope it was defined in, to
+    /// type a call with other shapes than its signature's ([`Scope::instantiate`]).
+    pub defs: BTreeMap<FnId, std::sync::Arc<(FnDef, Scope)>>,
 }
 
 /// What an op returns.
@@ -754,11 +757,136 @@ impl Scope {
                         args.len()
                     )
                 })?;
-                for (p, a) in sig.params.iter().zip(args) {
-                    let t = self.ty(*a)?;
-                    ensure(t == p, || format!("{f:?} takes {p:?}, given {t:?}"))?;
+                let given = args
+                    .iter()
+                    .map(|a| self.ty(*a).cloned())
+                    .collect::<CheckResult<Vec<_>>>()?;
+                Group(self.instantiate(*f, &given)?)
+            }
+        })
+    }
+
+    /// The scope a closure's body sees: its captures (live, by value) and
+    /// its parameters, with the functions defined here.
+    fn closure_scope(&self, captures: &[Var], params: &[(Var, Ty)]) -> CheckResult<Scope> {
+        let mut inside = Scope {
+            vals: BTreeMap::new(),
+            fns: self.fns.clone(),
+            defs: self.defs.clone(),
+        };
+        for c in captures {
+            let v = self
+                .vals
+                .get(c)
+                .ok_or_else(|| format!("captured {c:?} is not in scope"))?;
+            let live = match v {
+                Val::One(t) => t.is_some(),
+                Val::Group(g) => g.iter().all(Option::is_some),
+            };
+            ensure(live, || format!("captured {c:?} holds a moved-from array"))?;
+            inside.vals.insert(*c, v.clone());
+        }
+        for (p, t) in params {
+            ensure(
+                inside.vals.insert(*p, Val::One(Some(t.clone()))).is_none(),
+                || format!("{p:?} named twice"),
+            )?;
+        }
+        Ok(inside)
+    }
+
+    /// What `f` returns when called with arguments of types `args`, which
+    /// may have other shapes than its signature's (a compiled function
+    /// traces again; a shapeless one runs its trace on them): its
+    /// definition checked again with them, or why they do not fit it.
+    pub fn instantiate(&self, f: FnId, args: &[Ty]) -> CheckResult<Vec<Ty>> {
+        let sig = self
+            .fns
+            .get(&f)
+            .ok_or_else(|| format!("{f:?} is not defined here"))?;
+        if sig.params == args {
+            return Ok(sig.results.clone());
+        }
+        let (def, at) = &**self
+            .defs
+            .get(&f)
+            .ok_or_else(|| format!("{f:?} has no definition here"))?;
+        let split = |n: usize| -> CheckResult<(&[Ty], &[Ty])> {
+            ensure(args.len() >= n, || {
+                format!("{f:?} given {} arguments", args.len())
+            })?;
+            Ok(args.split_at(n))
+        };
+        let primals = |g: &FnId| at.fns.get(g).map_or(0, |s| s.params.len());
+        Ok(match def {
+            FnDef::Closure {
+                params,
+                captures,
+                body,
+                results,
+            } => {
+                ensure(params.len() == args.len(), || {
+                    format!(
+                        "{f:?} takes {} arguments, given {}",
+                        params.len(),
+                        args.len()
+                    )
+                })?;
+                let retyped: Vec<(Var, Ty)> = params
+                    .iter()
+                    .zip(args)
+                    .map(|((v, _), t)| (*v, t.clone()))
+                    .collect();
+                let mut inside = at.closure_scope(captures, &retyped)?;
+                for s in body {
+                    inside.stmt(s)?;
                 }
-                Group(sig.results.clone())
+                results
+                    .iter()
+                    .map(|r| inside.ty(*r).cloned())
+                    .collect::<CheckResult<_>>()?
+            }
+            FnDef::Compile { f: g, .. }
+            | FnDef::Checkpoint { f: g }
+            | FnDef::CustomVjp { f: g } => at.instantiate(*g, args)?,
+            FnDef::Vjp { f: g } => {
+                let (p, c) = split(primals(g))?;
+                let r = at.instantiate(*g, p)?;
+                ensure(r == c, || format!("cotangents {c:?} for outputs {r:?}"))?;
+                [&r[..], p].concat()
+            }
+            FnDef::Jvp { f: g } => {
+                let (p, t) = split(primals(g))?;
+                ensure(p == t, || format!("tangents {t:?} for primals {p:?}"))?;
+                let r = at.instantiate(*g, p)?;
+                [r.clone(), r].concat()
+            }
+            FnDef::Vmap { f: g } => {
+                let mut inner = Vec::new();
+                for t in args {
+                    ensure(t.shape.first() == Some(&VMAP_SIZE), || {
+                        format!("vmap of {:?}, not along an axis of {VMAP_SIZE}", t.shape)
+                    })?;
+                    inner.push(Ty {
+                        dtype: t.dtype,
+                        shape: t.shape[1..].to_vec(),
+                    });
+                }
+                at.instantiate(*g, &inner)?
+                    .iter()
+                    .map(|t| Ty {
+                        dtype: t.dtype,
+                        shape: [&[VMAP_SIZE][..], &t.shape].concat(),
+                    })
+                    .collect()
+            }
+            FnDef::Grad { f: g } => {
+                at.instantiate(*g, args)?;
+                args.to_vec()
+            }
+            FnDef::ValueAndGrad { f: g } => {
+                let r = at.instantiate(*g, args)?;
+                [&[Ty::f32(&[])][..], &r[1..], args].concat()
             }
         })
     }
@@ -779,28 +907,7 @@ impl Scope {
                 body,
                 results,
             } => {
-                let mut inside = Scope {
-                    vals: BTreeMap::new(),
-                    fns: self.fns.clone(),
-                };
-                for c in captures {
-                    let v = self
-                        .vals
-                        .get(c)
-                        .ok_or_else(|| format!("captured {c:?} is not in scope"))?;
-                    let live = match v {
-                        Val::One(t) => t.is_some(),
-                        Val::Group(g) => g.iter().all(Option::is_some),
-                    };
-                    ensure(live, || format!("captured {c:?} holds a moved-from array"))?;
-                    inside.vals.insert(*c, v.clone());
-                }
-                for (p, t) in params {
-                    ensure(
-                        inside.vals.insert(*p, Val::One(Some(t.clone()))).is_none(),
-                        || format!("{p:?} named twice"),
-                    )?;
-                }
+                let mut inside = self.closure_scope(captures, params)?;
                 for s in body {
                     let Stmt::Let { .. } = s else {
                         return Err("a closure body holds only Lets".into());
@@ -900,6 +1007,8 @@ impl Scope {
                     format!("{id:?} defined twice")
                 })?;
                 let sig = self.def_type(def)?;
+                self.defs
+                    .insert(*id, std::sync::Arc::new((def.clone(), self.clone())));
                 self.fns.insert(*id, sig);
             }
             Stmt::Eval { refs, .. } => {

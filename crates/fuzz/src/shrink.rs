@@ -254,6 +254,7 @@ fn substitutions(p: &Program, i: usize) -> Vec<Program> {
             let mut inner = Scope {
                 vals: Default::default(),
                 fns: scope.fns.clone(),
+                defs: scope.defs.clone(),
             };
             for c in captures {
                 if let Some(v) = scope.vals.get(c) {

@@ -258,7 +258,7 @@ fn stmt(
                     } else {
                         w(out, "    def loss(*xs):".into());
                         w(out, format!("        o = {f}(*xs)"));
-                        w(out, "        return [mx.sum(o[0])] + list(o[1:])".into());
+                        w(out, "        return (mx.sum(o[0]),) + tuple(o[1:])".into());
                         w(
                             out,
                             format!("    vg = mx.value_and_grad(loss, argnums={argnums})"),

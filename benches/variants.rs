@@ -9,6 +9,12 @@
 //!   loop, over outputs of `split` and over single-output arrays;
 //! * `model_forward`: a compiled forward pass of the 192 MiB transformer.
 //!
+//! * `mlx_lm_generate_step`, `mlx_lm_compiled_prefill`: mlx-lm 0.32.2's
+//!   `generate_step` for 16 tokens, and 8 compiled prefills of a 32-token
+//!   prompt, on a phi3 of its own classes (random weights), timed in the
+//!   variant's mlx-lm environment by `tests/python/model_server.py --bench`
+//!   (made by `cargo xtask mlx-lm-check`).
+//!
 //! Criterion measures every variant; then interleaved rounds (both variants
 //! under the same machine load) give the ratio patched / pristine, printed
 //! with its goal. Last, a peer comparison: the report's cycle through this
@@ -30,6 +36,83 @@ const WORKLOADS: &[(&str, u64, f64)] = &[
 ];
 
 const ROUNDS: usize = 11;
+
+/// mlx-lm's workloads: (name, `--bench` mode, units per measurement, goal).
+const MLX_LM_WORKLOADS: &[(&str, &str, u64, f64)] = &[
+    ("mlx_lm_generate_step", "generate", 16, 1.02),
+    ("mlx_lm_compiled_prefill", "prefill", 8, 1.02),
+];
+
+/// The variant's mlx-lm environment (`cargo xtask mlx-lm-check` makes it:
+/// `target/python/<variant>/mlx-lm-venv`), beside its MLX build.
+fn mlx_lm_python(v: &Variant) -> Option<std::path::PathBuf> {
+    let target = std::path::Path::new(v.prefix).ancestors().nth(3)?;
+    let python = target.join("python").join(v.name).join("mlx-lm-venv/bin/python");
+    python.is_file().then_some(python)
+}
+
+fn timed_mlx_lm(python: &std::path::Path, mode: &str, iters: u64) -> Duration {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/model_server.py");
+    let out = Command::new(python)
+        .args([script, "--arch", "phi3", "--bench", mode, "--iters", &iters.to_string()])
+        .output()
+        .expect("run model_server.py");
+    assert!(
+        out.status.success(),
+        "model_server.py --bench {mode} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Duration::from_nanos(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("nanoseconds"),
+    )
+}
+
+/// mlx-lm's workloads on patched and pristine: criterion per variant, then
+/// interleaved rounds for the ratio.
+fn mlx_lm(c: &mut Criterion) {
+    let (pristine, patched) = (variant("pristine"), variant("patched"));
+    let (Some(py_pristine), Some(py_patched)) = (mlx_lm_python(pristine), mlx_lm_python(patched))
+    else {
+        println!("
+mlx-lm workloads: no mlx-lm environment for both variants; `cargo xtask mlx-lm-check` makes them");
+        return;
+    };
+    for &(name, mode, unit, _) in MLX_LM_WORKLOADS {
+        let mut group = c.benchmark_group(name);
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(10));
+        for (v, python) in [(pristine, &py_pristine), (patched, &py_patched)] {
+            group.bench_function(v.name, |b| {
+                b.iter_custom(|iters| timed_mlx_lm(python, mode, iters * unit))
+            });
+        }
+        group.finish();
+    }
+    println!("\nmlx-lm, patched / pristine, median of {MLX_LM_ROUNDS} interleaved rounds:\n");
+    println!("{:24} | {:>7} | {:>6} | within goal", "workload", "ratio", "goal");
+    println!("{}", "-".repeat(56));
+    for &(name, mode, unit, goal) in MLX_LM_WORKLOADS {
+        let ratios: Vec<f64> = (0..MLX_LM_ROUNDS)
+            .map(|_| {
+                timed_mlx_lm(&py_patched, mode, unit).as_secs_f64()
+                    / timed_mlx_lm(&py_pristine, mode, unit).as_secs_f64()
+            })
+            .collect();
+        let r = median(ratios);
+        println!(
+            "{name:24} | {r:7.3} | {goal:6.2} | {}",
+            if r <= goal { "yes" } else { "NO" }
+        );
+    }
+}
+
+/// Each round starts two Python processes: fewer rounds than the C++ ones.
+const MLX_LM_ROUNDS: usize = 7;
 
 fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
     let out = Command::new(v.graph_bench)
@@ -184,5 +267,5 @@ fn peer_comparison() {
     );
 }
 
-criterion_group!(benches, variants);
+criterion_group!(benches, variants, mlx_lm);
 criterion_main!(benches);

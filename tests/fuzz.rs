@@ -153,7 +153,7 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
     let mut tried = Vec::new();
     for i in leaks.iter().copied() {
         let p = mlx_fuzz::program_of_seed(SEED, i);
-        if tried.len() == 6 || !compiles(&p) || !still_fails(&w, &p, &want, every_time) {
+        if tried.len() == 12 || !compiles(&p) || !still_fails(&w, &p, &want, every_time) {
             continue;
         }
         let repro = shrink_finding(&w, &p, &want, every_time).0;

@@ -213,6 +213,156 @@ impl Cell {
     }
 }
 
+/// What a cell of the model-server check (`tests/python/model_server.py`:
+/// mlx-lm's own model classes with random weights, built, run and dropped
+/// once per cycle) shows on an upstream that leaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerLeak {
+    /// Every cycle retains between `min_percent` of the model's weights and
+    /// all of them.
+    EveryCycle { min_percent: i64 },
+    /// Some cycles only (hash-map order inside compile): of `processes`
+    /// separate processes, at least `leaking` leak in at least one cycle.
+    Intermittent { processes: u32, leaking: u32 },
+    /// No cycle of any process: a negative control.
+    Never,
+}
+
+/// One cell: an architecture of mlx-lm, a workload, and what it must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerCell {
+    pub arch: &'static str,
+    pub workload: &'static str,
+    /// Cycles per process.
+    pub cycles: u32,
+    leaking_upstream: ServerLeak,
+    /// What was measured on the pinned upstream, for the reader.
+    pub measured: &'static str,
+}
+
+/// The cells. Measured on MLX 0.32.2 with the official wheel and mlx-lm
+/// 0.32.2, at `model_server.py`'s small size (12.6 MiB of weights).
+pub const SERVER_CELLS: &[ServerCell] = &[
+    ServerCell {
+        arch: "phi3",
+        workload: "quantized-prefill",
+        cycles: 5,
+        leaking_upstream: ServerLeak::EveryCycle { min_percent: 25 },
+        measured: "7.08 MiB of 12.6 MiB every cycle",
+    },
+    ServerCell {
+        arch: "llama",
+        workload: "quantized-prefill",
+        cycles: 5,
+        leaking_upstream: ServerLeak::EveryCycle { min_percent: 25 },
+        measured: "6.82 MiB of 12.6 MiB every cycle",
+    },
+    ServerCell {
+        arch: "phi3",
+        workload: "kv-prefill",
+        cycles: 10,
+        leaking_upstream: ServerLeak::Intermittent {
+            processes: 6,
+            leaking: 1,
+        },
+        measured: "5 of 8 processes leaked, in 1 to 3 of their 10 cycles",
+    },
+    ServerCell {
+        arch: "llama",
+        workload: "kv-prefill",
+        cycles: 10,
+        leaking_upstream: ServerLeak::Never,
+        measured: "no cycle of 8 processes (llama's forward pass has no multi-output op)",
+    },
+    ServerCell {
+        arch: "phi3",
+        workload: "compiled-model",
+        cycles: 10,
+        leaking_upstream: ServerLeak::Intermittent {
+            processes: 6,
+            leaking: 1,
+        },
+        measured: "3 of 4 processes leaked, in 1 or 2 of their 10 cycles",
+    },
+    ServerCell {
+        arch: "phi3",
+        workload: "generate-step",
+        cycles: 3,
+        leaking_upstream: ServerLeak::Never,
+        measured: "no cycle",
+    },
+    ServerCell {
+        arch: "phi3",
+        workload: "trainer",
+        cycles: 3,
+        leaking_upstream: ServerLeak::Never,
+        measured: "no cycle",
+    },
+    ServerCell {
+        arch: "llama",
+        workload: "trainer",
+        cycles: 3,
+        leaking_upstream: ServerLeak::Never,
+        measured: "no cycle",
+    },
+];
+
+impl ServerCell {
+    /// The row name the summary table and the check print.
+    pub fn name(&self) -> String {
+        format!("mlx-lm {}: {}", self.arch, self.workload)
+    }
+
+    /// What a variant with `verdict` must show.
+    pub fn expect(&self, verdict: Expect) -> ServerLeak {
+        match verdict {
+            Expect::Fixed => ServerLeak::Never,
+            Expect::Leaks | Expect::Wrong => self.leaking_upstream,
+        }
+    }
+
+    /// Processes to run on every variant: as many as the leaking upstream
+    /// needs to show an intermittent leak, so a fixed variant is held to
+    /// the same trials.
+    pub fn processes(&self) -> u32 {
+        match self.leaking_upstream {
+            ServerLeak::Intermittent { processes, .. } => processes,
+            _ => 1,
+        }
+    }
+
+    /// Whether per-process cycle figures (bytes retained per cycle) and the
+    /// model's weight bytes meet `expect`; the reason when they do not.
+    pub fn judge(expect: ServerLeak, weights: i64, runs: &[Vec<i64>]) -> Result<(), String> {
+        if runs.is_empty() || runs.iter().any(|r| r.is_empty()) {
+            return Err("a process printed no cycle".into());
+        }
+        match expect {
+            ServerLeak::Never => match runs.iter().flatten().any(|&b| b != 0) {
+                false => Ok(()),
+                true => Err(format!("expected 0 bytes in every cycle: {runs:?}")),
+            },
+            ServerLeak::EveryCycle { min_percent } => {
+                let bound = Bound::between(weights * min_percent / 100, weights + 1);
+                match runs.iter().all(|r| bound.admits_all(r)) {
+                    true => Ok(()),
+                    false => Err(format!("expected {bound} every cycle: {runs:?}")),
+                }
+            }
+            ServerLeak::Intermittent { leaking, .. } => {
+                let n = runs.iter().filter(|r| r.iter().any(|&b| b > 0)).count() as u32;
+                match n >= leaking {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "expected a leak in at least {leaking} of {} processes, saw {n}: {runs:?}",
+                        runs.len()
+                    )),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +411,35 @@ mod tests {
         }
         assert_eq!(e.verdict_of("suggested"), None);
         assert_eq!(e.verdict_of("pristine"), Some(Expect::Fixed));
+    }
+
+    #[test]
+    fn server_cells_judge_every_kind_and_a_fixed_variant_leaks_nowhere() {
+        let w = 12 * MIB;
+        let every = ServerLeak::EveryCycle { min_percent: 25 };
+        assert!(ServerCell::judge(every, w, &[vec![7 * MIB, 7 * MIB]]).is_ok());
+        assert!(ServerCell::judge(every, w, &[vec![7 * MIB, 0]]).is_err());
+        assert!(ServerCell::judge(every, w, &[vec![13 * MIB]]).is_err());
+        let some = ServerLeak::Intermittent {
+            processes: 3,
+            leaking: 1,
+        };
+        assert!(ServerCell::judge(some, w, &[vec![0, 0], vec![0, 9]]).is_ok());
+        assert!(ServerCell::judge(some, w, &[vec![0, 0], vec![0, 0]]).is_err());
+        assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![0], vec![0]]).is_ok());
+        assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![0], vec![1]]).is_err());
+        assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![]]).is_err());
+        for cell in SERVER_CELLS {
+            assert_eq!(cell.expect(Expect::Fixed), ServerLeak::Never, "{}", cell.name());
+        }
+        // Each kind is present: deterministic leaks, intermittent ones and
+        // negative controls.
+        let kinds = |f: fn(&ServerLeak) -> bool| {
+            SERVER_CELLS.iter().any(|c| f(&c.expect(Expect::Leaks)))
+        };
+        assert!(kinds(|l| matches!(l, ServerLeak::EveryCycle { .. })));
+        assert!(kinds(|l| matches!(l, ServerLeak::Intermittent { .. })));
+        assert!(kinds(|l| *l == ServerLeak::Never));
     }
 
     #[test]

@@ -126,6 +126,14 @@ pub fn candidates(p: &Program) -> Vec<Program> {
                 {
                     out.push(redirect(p, *id, *f));
                 }
+                // Any function: an earlier one in its place, wherever the
+                // signatures agree (`check` decides), so a closure that only
+                // forwards to another can go.
+                for earlier in p.stmts[..i].iter() {
+                    if let Stmt::Def { id: to, .. } = earlier {
+                        out.push(redirect(p, *id, *to));
+                    }
+                }
                 if let FnDef::Compile { f, shapeless: true } = def {
                     out.push(with_stmt(
                         p,
@@ -510,6 +518,54 @@ mod tests {
         // its compile.
         assert!(small.len() <= 5, "{} statements: {small:?}", small.len());
         assert!(small.len() < found.len() || found.len() <= 5);
+    }
+
+    /// A leak of the CI slice on pristine, as an earlier shrinker left it
+    /// (13 statements): f3 only calls f2, the value_and_grad of f1, and f4
+    /// compiles f3.
+    const FORWARDING: &str = r#"{"stmts":[{"Def":{"id":0,"def":{"Closure":{"params":[[0,{"dtype":"F32","shape":[6]}]],"captures":[],"body":[{"Let":{"out":1,"op":{"Split":{"a":{"Var":0},"parts":3,"axis":0}}}}],"results":[{"Elem":[1,0]}]}}}},{"Let":{"out":2,"op":{"Normal":{"shape":[6],"seed":0}}}},{"Let":{"out":3,"op":{"Call":{"f":0,"args":[{"Var":2}]}}}},{"Def":{"id":1,"def":{"Closure":{"params":[[4,{"dtype":"F32","shape":[2]}],[5,{"dtype":"F32","shape":[4,32]}]],"captures":[2],"body":[{"Let":{"out":6,"op":{"Call":{"f":0,"args":[{"Var":2}]}}}},{"Let":{"out":7,"op":{"Split":{"a":{"Elem":[6,0]},"parts":2,"axis":0}}}}],"results":[{"Elem":[7,0]}]}}}},{"Def":{"id":2,"def":{"ValueAndGrad":{"f":1}}}},{"Def":{"id":3,"def":{"Closure":{"params":[[8,{"dtype":"F32","shape":[2]}],[9,{"dtype":"F32","shape":[4,32]}]],"captures":[],"body":[{"Let":{"out":10,"op":{"Call":{"f":2,"args":[{"Var":8},{"Var":9}]}}}}],"results":[{"Elem":[10,0]}]}}}},{"Def":{"id":4,"def":{"Compile":{"f":3,"shapeless":false}}}},{"Let":{"out":11,"op":{"Normal":{"shape":[4,32],"seed":0}}}},{"Let":{"out":12,"op":{"Call":{"f":4,"args":[{"Elem":[3,0]},{"Var":11}]}}}}]}"#;
+
+    #[test]
+    fn a_closure_that_only_forwards_to_another_is_removed() {
+        let p = Program::from_json(FORWARDING).unwrap();
+        assert_eq!(check(&p), Ok(()));
+        let forwards = |q: &Program| {
+            q.stmts.iter().any(|s| {
+                matches!(s, Stmt::Def { def: FnDef::Closure { body, .. }, .. }
+                    if body.len() == 1 && matches!(body[0], Stmt::Let { op: Op::Call { .. }, .. }))
+            })
+        };
+        assert!(forwards(&p));
+        // A made-up failure: a compile, a value_and_grad and a split remain.
+        let needs = |q: &Program| {
+            let defs = |f: fn(&FnDef) -> bool| {
+                q.stmts
+                    .iter()
+                    .any(|s| matches!(s, Stmt::Def { def, .. } if f(def)))
+            };
+            let split = q.stmts.iter().any(|s| match s {
+                Stmt::Def {
+                    def: FnDef::Closure { body, .. },
+                    ..
+                } => body.iter().any(|b| {
+                    matches!(
+                        b,
+                        Stmt::Let {
+                            op: Op::Split { .. },
+                            ..
+                        }
+                    )
+                }),
+                _ => false,
+            });
+            defs(|d| matches!(d, FnDef::Compile { .. }))
+                && defs(|d| matches!(d, FnDef::ValueAndGrad { .. }))
+                && split
+        };
+        let (small, _) = shrink(&p, needs);
+        assert!(needs(&small) && check(&small).is_ok());
+        assert!(!forwards(&small), "{small:?}");
+        assert!(small.len() < p.len(), "{} statements", small.len());
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod candidate;
 mod demo;
 mod deps;
 mod fuzz;
+mod mlx_lm;
 mod mlx_rs;
 mod provenance;
 mod python;
@@ -34,6 +35,11 @@ usage: cargo xtask <command>
   wheel                       build the installable `mlx` wheel of the patched variant; print its path
   python-check                the report's script verbatim, the ablation, the second-shape note and
                               MLX's Python suite, on patched and pristine
+  mlx-lm-check                mlx-lm 0.32.2 on patched and pristine: its own offline test suite,
+                              a model server's load/unload cells on its model classes, and the
+                              numerics of its logits (needs pip)
+  leak-curve                  the report's scale (about 210 MiB, 20 cycles) on both variants,
+                              drawn as docs/leak-curve.svg from the figures it measures
   provenance                  compare the pinned tree with the official wheels of the release
                               (headers and Python files, byte for byte; needs pip)
   upstream-pr [--out DIR] [--target <version|dir>]
@@ -78,6 +84,8 @@ fn main() -> ExitCode {
         Some("wheel") => python::wheel_cmd(rest),
         Some("python-check") => python::check_cmd(rest),
         Some("mlx-rs-check") => mlx_rs_check(rest),
+        Some("mlx-lm-check") => mlx_lm::check_cmd(rest),
+        Some("leak-curve") => mlx_lm::curve_cmd(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
         Some("try") => candidate::run(rest),
@@ -318,6 +326,23 @@ fn test() -> Result<()> {
             Err(e)
         }
     };
+    // mlx-lm, a peer's code: its suite, a model server's cells, its logits.
+    let mlx_lm = match mlx_lm::check(&mut extra_rows) {
+        Ok((p, f)) => {
+            passed += p;
+            failed += f.len() as u32;
+            if f.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} mlx-lm checks failed", f.len()))
+            }
+        }
+        Err(e) => {
+            println!("FAILED: the mlx-lm check: {e}");
+            failed += 1;
+            Err(e)
+        }
+    };
     if !extra_rows.is_empty() {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
@@ -330,7 +355,7 @@ fn test() -> Result<()> {
         }
     }
 
-    if outcome.is_ok() && mlx_rs.is_ok() && python.is_ok() {
+    if outcome.is_ok() && mlx_rs.is_ok() && python.is_ok() && mlx_lm.is_ok() {
         // The figures belong to this tree and series: `upstream-pr` quotes
         // them only while both are unchanged.
         let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
@@ -407,6 +432,7 @@ fn test() -> Result<()> {
     outcome
         .and(mlx_rs)
         .and(python)
+        .and(mlx_lm)
         .and(provenance)
         .and(sanitized)
         .and(upstream_pr)

@@ -23,7 +23,7 @@ const BUILD_REQUIREMENTS: &str = "mlx-patched/python/requirements-build.txt";
 /// What MLX's Python suite needs besides mlx.
 const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
 
-fn python_root() -> Result<PathBuf> {
+pub(crate) fn python_root() -> Result<PathBuf> {
     Ok(target_dir()?.join("python"))
 }
 
@@ -31,13 +31,13 @@ fn venv_python(venv: &Path) -> PathBuf {
     venv.join("bin/python")
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
 /// A virtual environment at `venv` with `requirements` installed (once per
 /// content of the requirements and of `extra`).
-fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
+pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
     let python = venv_python(venv);
     if !python.is_file() {
         let base = Env::process().python();

@@ -1,0 +1,744 @@
+//! The fork under mlx-lm, the package most MLX users run for inference,
+//! serving and fine-tuning: code nobody here wrote.
+//!
+//! * `cargo xtask mlx-lm-check` (in `cargo xtask test`): in a virtual
+//!   environment per variant (the fork's wheel, then mlx-lm and its
+//!   dependencies pinned by hash), mlx-lm's own offline test suite from its
+//!   sdist on both variants, the model-server cells of
+//!   `mlx_patched::SERVER_CELLS` (`tests/python/model_server.py`), and the
+//!   numerics of mlx-lm's logits.
+//! * `cargo xtask leak-curve`: the report's scale (about 210 MiB of
+//!   weights, 20 cycles) on both variants, drawn as `docs/leak-curve.svg`
+//!   from the figures it measured, which it writes beside it.
+
+use crate::python::{python_root, sha256_hex, venv_with};
+use crate::{workspace_root, Result};
+use mlx_patched::record::{parse_records, Record};
+use mlx_patched::{ServerCell, ServerLeak, Variant, SERVER_CELLS};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// mlx-lm and everything its offline tests import, pinned by hash.
+const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-lm.txt";
+/// The tests of mlx-lm's suite that are not run, each with its reason.
+const EXCLUDED: &str = "tests/python/mlx_lm_excluded.txt";
+const SCRIPT: &str = "tests/python/model_server.py";
+
+/// The mlx-lm requirement of [`REQUIREMENTS`]: its line and the hash lines
+/// that continue it.
+fn mlx_lm_requirement() -> Result<(String, String)> {
+    let path = workspace_root().join(REQUIREMENTS);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut block = String::new();
+    let mut version = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("mlx-lm==") {
+            version = Some(v.trim_end_matches(['\\', ' ']).to_string());
+            block.push_str(line);
+            block.push('\n');
+        } else if !block.is_empty() && line.trim_start().starts_with("--hash") {
+            block.push_str(line);
+            block.push('\n');
+        } else if !block.is_empty() {
+            break;
+        }
+    }
+    match version {
+        Some(v) if block.contains("--hash=sha256:") => Ok((v, block)),
+        _ => Err(format!("{REQUIREMENTS} pins no mlx-lm with hashes")),
+    }
+}
+
+/// The variant's mlx-lm environment: its wheel, then the pinned
+/// requirements. Fails if anything installed `mlx-cpu`, upstream's library
+/// package, which would own the `mlx/lib/libmlx.so` the fork's wheel ships.
+pub fn environment(variant: Variant) -> Result<PathBuf> {
+    let wheel = crate::python::build_wheel(variant)?;
+    let python = venv_with(
+        &python_root()?.join(variant.name).join("mlx-lm-venv"),
+        &[REQUIREMENTS],
+        &[wheel],
+    )?;
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let names = String::from_utf8_lossy(&out.stdout).to_string();
+    if names.split_whitespace().any(|n| n == "mlx-cpu") {
+        return Err(format!(
+            "{}: `mlx-cpu` is installed beside the fork's wheel; it would replace the fork's libmlx",
+            python.display()
+        ));
+    }
+    Ok(python)
+}
+
+/// mlx-lm's sdist (its tests are only there), checked against the pinned
+/// hash by pip and unpacked once; its root.
+fn sdist() -> Result<PathBuf> {
+    let (version, requirement) = mlx_lm_requirement()?;
+    let dir = python_root()?.join("mlx-lm-sdist");
+    let root = dir.join(format!("mlx_lm-{version}"));
+    let stamp = dir.join("unpacked.sha256");
+    let key = sha256_hex(requirement.as_bytes());
+    if root.join("tests").is_dir() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == key) {
+        return Ok(root);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let req = dir.join("requirement.txt");
+    std::fs::write(&req, &requirement).map_err(|e| e.to_string())?;
+    let python = python_root()?.join("build-venv/bin/python");
+    let base = if python.is_file() {
+        python
+    } else {
+        PathBuf::from(mlx_patched::Env::process().python())
+    };
+    crate::run(
+        Command::new(base)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--require-hashes",
+                "-d",
+            ])
+            .arg(&dir)
+            .arg("-r")
+            .arg(&req),
+    )
+    .map_err(|e| format!("cannot download mlx-lm {version}'s sdist: {e}"))?;
+    let archive = dir.join(format!("mlx_lm-{version}.tar.gz"));
+    crate::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&dir),
+    )?;
+    if !root.join("tests").is_dir() {
+        return Err(format!("{} has no tests/", archive.display()));
+    }
+    std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
+    Ok(root)
+}
+
+/// Refuses to run where `mx.compile` does nothing (no working g++ on CPU,
+/// or `MLX_DISABLE_COMPILE`): there the leak cannot show, and a check that
+/// passed would say nothing.
+fn compile_works() -> Result<()> {
+    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
+        return Err("MLX_DISABLE_COMPILE is set: mx.compile does nothing, so the leak checks cannot see the leak; unset it".into());
+    }
+    match Command::new("g++").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("`g++ --version` fails: MLX's CPU backend compiles nothing without it, so the leak checks cannot see the leak (Debian/Ubuntu: apt-get install g++)".into()),
+    }
+}
+
+/// The libmlx a run loaded must be the one the variant's wheel installed
+/// in that environment, byte for byte the variant's build.
+fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()> {
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("no venv")?
+        .canonicalize()
+        .map_err(|e| e.to_string())?;
+    let [path] = loaded else {
+        return Err(format!(
+            "expected one libmlx loaded from {}, saw {loaded:?}",
+            venv.display()
+        ));
+    };
+    let path = Path::new(path);
+    let built = mlx_patched::build(variant, &crate::options()?)
+        .map_err(|e| e.to_string())?
+        .lib_dir
+        .join("libmlx.so");
+    let same = std::fs::read(path).ok().map(|b| sha256_hex(&b))
+        == std::fs::read(&built).ok().map(|b| sha256_hex(&b));
+    if !path.starts_with(&venv) || !same {
+        return Err(format!(
+            "{}: loaded {} (in the environment: {}, the {} build's bytes: {same})",
+            variant.name,
+            path.display(),
+            path.starts_with(&venv),
+            variant.name
+        ));
+    }
+    Ok(())
+}
+
+/// One outcome per test id: outcome and first line of why.
+type Suite = BTreeMap<String, (String, String)>;
+
+/// mlx-lm's suite on one environment, with the exclusions of [`EXCLUDED`].
+fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<(Suite, (usize, usize))> {
+    let dir = python_root()?.join(variant.name);
+    let results = dir.join("mlx-lm-suite.jsonl");
+    let log = dir.join("mlx-lm-suite.log");
+    let _ = std::fs::remove_file(&results);
+    let pytest = python.with_file_name("pytest");
+    // The `pytest` executable, from the sdist's root: `python -m pytest`
+    // would put the root on sys.path and test the sdist's copy of mlx-lm.
+    let out = Command::new(&pytest)
+        .args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect", "tests"])
+        .current_dir(root)
+        .env("PYTHONPATH", workspace_root().join("tests/python"))
+        .env("MLX_FORK_EXCLUDED", workspace_root().join(EXCLUDED))
+        .env("MLX_FORK_RESULTS", &results)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("HF_HOME", dir.join("hf-home"))
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", pytest.display()))?;
+    std::fs::write(&log, [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat())
+        .map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    let mut suite = Suite::new();
+    let mut running = None;
+    let mut deselected = (0, 0);
+    let mut loaded = Vec::new();
+    let mut imported = String::new();
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("{}: {e}: {line}", results.display()))?;
+        let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+        match s("event").as_str() {
+            "start" => running = Some(s("id")),
+            "result" => {
+                running = None;
+                suite.insert(s("id"), (s("outcome"), s("detail")));
+            }
+            "deselected" => {
+                deselected = (
+                    v["count"].as_u64().unwrap_or(0) as usize,
+                    v["modules"].as_u64().unwrap_or(0) as usize,
+                )
+            }
+            "loaded" => {
+                loaded = v["libmlx"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|p| p.as_str().map(String::from)).collect())
+                    .unwrap_or_default();
+                imported = s("mlx_lm");
+            }
+            _ => {}
+        }
+    }
+    if let Some(id) = running {
+        return Err(format!(
+            "mlx-lm's suite on {} died ({}) while running {id}; see {}",
+            variant.name,
+            out.status,
+            log.display()
+        ));
+    }
+    if suite.is_empty() {
+        return Err(format!(
+            "mlx-lm's suite on {} reported nothing ({}); see {}",
+            variant.name,
+            out.status,
+            log.display()
+        ));
+    }
+    check_loaded(variant, python, &loaded)?;
+    let venv = python.parent().and_then(Path::parent).unwrap_or(python);
+    if !Path::new(&imported).starts_with(venv.canonicalize().unwrap_or(venv.to_path_buf())) {
+        return Err(format!(
+            "mlx-lm's suite on {} imported mlx_lm from {imported}, not from the environment",
+            variant.name
+        ));
+    }
+    Ok((suite, deselected))
+}
+
+/// The records of one model-server process, after its libmlx is checked.
+fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<Record>> {
+    let script = workspace_root().join(SCRIPT);
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {args:?} on {} failed ({}):\n{}",
+            script.display(),
+            variant.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let records = parse_records(&String::from_utf8_lossy(&out.stdout));
+    let loaded: Vec<String> = records
+        .iter()
+        .filter(|r| r.kind == "libmlx")
+        .filter_map(|r| r.value("libmlx").map(String::from))
+        .collect();
+    check_loaded(variant, python, &loaded)?;
+    Ok(records)
+}
+
+fn cycles_of(records: &[Record], key: &str) -> Vec<i64> {
+    records
+        .iter()
+        .filter(|r| r.kind == "cycle")
+        .filter_map(|r| r.number(key))
+        .collect()
+}
+
+fn digests_of(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.kind == "cycle")
+        .filter_map(|r| r.value("digest").map(String::from))
+        .collect()
+}
+
+fn mib(bytes: i64) -> String {
+    format!("{:.2} MiB", bytes as f64 / 1048576.0)
+}
+
+/// Tallies checks: passes counted, failures named.
+struct Tally {
+    passed: u32,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if ok {
+            self.passed += 1;
+        } else {
+            let what = what();
+            println!("FAILED: {what}");
+            self.failures.push(what);
+        }
+    }
+}
+
+/// What the README tells a user to run after installing the fork's wheel:
+/// mlx-lm without its `[cpu]` extra (on Linux that extra is what pulls
+/// upstream's `mlx-cpu`, whose `mlx/lib/libmlx.so` replaces the fork's).
+pub fn user_install_args(version: &str) -> Vec<String> {
+    vec!["install".into(), format!("mlx-lm=={version}")]
+}
+
+/// The install a user makes, tried as written: a clean environment, the
+/// fork's wheel alone, then `pip install mlx-lm==<version>` from the index.
+/// The fork's libmlx must stay the one loaded, and pip must show that the
+/// `[cpu]` extra would have brought `mlx-cpu` (what the README warns of).
+fn user_path(t: &mut Tally) -> Result<()> {
+    let (version, _) = mlx_lm_requirement()?;
+    let wheel = crate::python::build_wheel(Variant::PATCHED)?;
+    let venv = python_root()?.join("mlx-lm-user-venv");
+    let _ = std::fs::remove_dir_all(&venv);
+    let python = venv_with(&venv, &[], &[])?;
+    let pip = |args: &[String]| -> Result<()> {
+        crate::run(
+            Command::new(&python)
+                .args(["-m", "pip", "--quiet", "--disable-pip-version-check"])
+                .args(args),
+        )
+    };
+    pip(&["install".into(), "--no-index".into(), wheel.display().to_string()])?;
+    let args = user_install_args(&version);
+    println!("mlx-lm as a user installs it: pip {}", args.join(" "));
+    pip(&args)?;
+    let probe = "import mlx.core, mlx_lm, importlib.metadata as m
+                 print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))
+                 print(*sorted({l.split()[-1] for l in open('/proc/self/maps') if l.rstrip().endswith('libmlx.so')}))";
+    let out = Command::new(&python)
+        .args(["-c", probe])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    let names = lines.next().unwrap_or("");
+    let loaded: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    t.check(
+        out.status.success() && !names.split_whitespace().any(|n| n == "mlx-cpu"),
+        || format!("after `pip {}` over the fork: {} ({names})", args.join(" "), out.status),
+    );
+    let lib = check_loaded(Variant::PATCHED, &python, &loaded);
+    t.check(lib.is_ok(), || {
+        format!("after `pip {}`: {}", args.join(" "), lib.unwrap_err())
+    });
+    // The hazard itself: what `mlx-lm[cpu]` would install over the fork.
+    let report = venv.join("cpu-extra-report.json");
+    pip(&[
+        "install".into(),
+        "--dry-run".into(),
+        "--report".into(),
+        report.display().to_string(),
+        format!("mlx-lm[cpu]=={version}"),
+    ])?;
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&report).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let would: Vec<String> = json["install"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(|n| n.to_lowercase()))
+        .collect();
+    println!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
+    t.check(would.iter().any(|n| n == "mlx-cpu"), || {
+        format!("the README warns that mlx-lm[cpu] brings mlx-cpu; pip would install only {would:?}")
+    });
+    Ok(())
+}
+
+/// `cargo xtask mlx-lm-check`; returns (checks passed, failures) and adds
+/// rows to the suite's summary table.
+pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+    compile_works()?;
+    let expectations = crate::expectations();
+    let mut t = Tally {
+        passed: 0,
+        failures: Vec::new(),
+    };
+    let variants = [Variant::PRISTINE, Variant::PATCHED];
+    let mut envs = Vec::new();
+    for v in variants {
+        eprintln!("mlx-lm: the {} environment (the fork's wheel, then {REQUIREMENTS})", v.name);
+        envs.push((v, environment(v)?));
+    }
+
+    // 1. mlx-lm's own suite, offline, on both.
+    let root = sdist()?;
+    let mut suites = Vec::new();
+    for (v, python) in &envs {
+        eprintln!("running mlx-lm's test suite on {} (offline)", v.name);
+        let (suite, deselected) = run_suite(*v, python, &root)?;
+        let count = |o: &str| suite.values().filter(|(x, _)| x == o).count();
+        let line = format!(
+            "mlx-lm's suite on {}: {} passed, {} failed, {} skipped; excluded ({EXCLUDED}): {} tests and {} whole modules",
+            v.name,
+            count("passed"),
+            count("failed"),
+            count("skipped"),
+            deselected.0,
+            deselected.1
+        );
+        println!("{line}");
+        rows.push(format!("note\t{line}"));
+        suites.push(suite);
+    }
+    let (pristine, patched) = (&suites[0], &suites[1]);
+    let lost: Vec<&String> = pristine
+        .iter()
+        .filter(|(id, (o, _))| o == "passed" && patched.get(*id).is_none_or(|(p, _)| p != "passed"))
+        .map(|(id, _)| id)
+        .collect();
+    t.check(lost.is_empty(), || {
+        format!("mlx-lm tests that pass on pristine and not on patched: {lost:?}")
+    });
+    let only_patched: Vec<&String> = patched
+        .iter()
+        .filter(|(id, (o, _))| o == "failed" && pristine.get(*id).is_none_or(|(p, _)| p != "failed"))
+        .map(|(id, _)| id)
+        .collect();
+    t.check(only_patched.is_empty(), || {
+        format!("mlx-lm tests that fail only on patched: {only_patched:?}")
+    });
+    for (id, (o, why)) in patched {
+        if o == "failed" {
+            println!("  fails on both: {id}: {why}");
+        }
+    }
+
+    // 2. The model-server cells.
+    for cell in SERVER_CELLS {
+        let mut cols = Vec::new();
+        let mut digests = Vec::new();
+        for (v, python) in &envs {
+            let expect = cell.expect(expectations.verdict(v));
+            let cycles = cell.cycles.to_string();
+            let mut runs = Vec::new();
+            let mut weights = 0;
+            for _ in 0..cell.processes() {
+                let records = server_run(
+                    *v,
+                    python,
+                    &["--arch", cell.arch, "--cell", cell.workload, "--cycles", &cycles],
+                )?;
+                weights = records
+                    .iter()
+                    .find(|r| r.kind == "weights")
+                    .and_then(|r| r.number("weights"))
+                    .unwrap_or(0);
+                if runs.is_empty() {
+                    digests.push(digests_of(&records));
+                }
+                runs.push(cycles_of(&records, "retained_bytes"));
+            }
+            let verdict = ServerCell::judge(expect, weights, &runs);
+            println!(
+                "{} on {} ({} of weights, expected {}): {runs:?}",
+                cell.name(),
+                v.name,
+                mib(weights),
+                describe(expect)
+            );
+            t.check(verdict.is_ok(), || {
+                format!("{} on {}: {}", cell.name(), v.name, verdict.unwrap_err())
+            });
+            let all: Vec<i64> = runs.iter().flatten().copied().collect();
+            cols.push(format!(
+                "{}={}",
+                v.name,
+                all.iter().sum::<i64>() / all.len().max(1) as i64
+            ));
+        }
+        let same = digests.windows(2).all(|w| w[0] == w[1]) && !digests[0].is_empty();
+        t.check(same, || format!("{}: the variants computed different bits", cell.name()));
+        rows.push(format!(
+            "{}\t{}\tbit-identical={}",
+            cell.name(),
+            cols.join("\t"),
+            if same { "yes" } else { "no" }
+        ));
+    }
+
+    // 3. The install path the README gives.
+    user_path(&mut t)?;
+
+    // 4. Numerics: eager and compiled logits, the same bits on both variants.
+    for arch in ["phi3", "llama"] {
+        let mut seen = Vec::new();
+        for (v, python) in &envs {
+            let records = server_run(*v, python, &["--arch", arch, "--numerics"])?;
+            let r = records
+                .iter()
+                .find(|r| r.kind == "numerics")
+                .ok_or_else(|| format!("no numerics record from {}", v.name))?;
+            let line = format!(
+                "mlx-lm {arch} logits on {}: compiled against eager, largest difference {}",
+                v.name,
+                r.value("max_abs_diff").unwrap_or("?")
+            );
+            println!("{line}");
+            rows.push(format!("note\t{line}"));
+            seen.push((
+                r.value("eager").unwrap_or("").to_string(),
+                r.value("compiled").unwrap_or("").to_string(),
+            ));
+        }
+        t.check(seen.windows(2).all(|w| w[0] == w[1]), || {
+            format!("mlx-lm {arch}: logits differ between the variants: {seen:?}")
+        });
+    }
+    Ok((t.passed, t.failures))
+}
+
+fn describe(e: ServerLeak) -> String {
+    match e {
+        ServerLeak::Never => "0 bytes in every cycle".into(),
+        ServerLeak::EveryCycle { min_percent } => {
+            format!("at least {min_percent}% of the weights every cycle")
+        }
+        ServerLeak::Intermittent { processes, leaking } => {
+            format!("a leak in at least {leaking} of {processes} processes")
+        }
+    }
+}
+
+pub fn check_cmd(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask mlx-lm-check".into());
+    }
+    crate::deps::install()?;
+    let (passed, failures) = check(&mut Vec::new())?;
+    println!("mlx-lm-check: {passed} passed, {} failed", failures.len());
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(format!("{} mlx-lm checks failed", failures.len())),
+    }
+}
+
+/// The report's scale: the cell, and its cycles.
+const CURVE: (&str, &str, u32) = ("llama", "quantized-prefill", 20);
+
+/// `cargo xtask leak-curve`: the report's scale on both variants, checked
+/// (pristine retains at least a quarter of the weights every cycle, so it
+/// grows linearly; patched retains 0 in every cycle) and drawn.
+pub fn curve_cmd(args: &[String]) -> Result<()> {
+    if !args.is_empty() {
+        return Err("usage: cargo xtask leak-curve".into());
+    }
+    crate::deps::install()?;
+    compile_works()?;
+    let expectations = crate::expectations();
+    let (arch, workload, cycles) = CURVE;
+    let cell = SERVER_CELLS
+        .iter()
+        .find(|c| c.arch == arch && c.workload == workload)
+        .ok_or("the curve's cell is not among SERVER_CELLS")?;
+    let mut series = Vec::new();
+    let mut failures = Vec::new();
+    let mut weights = 0;
+    for v in [Variant::PRISTINE, Variant::PATCHED] {
+        let python = environment(v)?;
+        eprintln!("the report's scale on {}: {cycles} cycles", v.name);
+        let records = server_run(
+            v,
+            &python,
+            &[
+                "--arch",
+                arch,
+                "--cell",
+                workload,
+                "--size",
+                "report",
+                "--cycles",
+                &cycles.to_string(),
+            ],
+        )?;
+        weights = records
+            .iter()
+            .find(|r| r.kind == "weights")
+            .and_then(|r| r.number("weights"))
+            .unwrap_or(0);
+        let per_cycle = cycles_of(&records, "retained_bytes");
+        let expect = cell.expect(expectations.verdict(&v));
+        if let Err(e) = ServerCell::judge(expect, weights, std::slice::from_ref(&per_cycle)) {
+            failures.push(format!("{}: {e}", v.name));
+        }
+        println!(
+            "{} ({} of weights): {} retained after {cycles} cycles",
+            v.name,
+            mib(weights),
+            mib(per_cycle.iter().sum())
+        );
+        series.push((v.name, cycles_of(&records, "total_bytes")));
+    }
+    let data = workspace_root().join("docs/leak-curve.tsv");
+    let mut tsv = format!(
+        "# cargo xtask leak-curve: mlx-lm {arch}, {workload}, {} of weights; MiB retained after each cycle\ncycle",
+        mib(weights)
+    );
+    for (name, _) in &series {
+        tsv += &format!("\t{name}");
+    }
+    tsv.push('\n');
+    for i in 0..cycles as usize {
+        tsv += &format!("{}", i + 1);
+        for (_, totals) in &series {
+            tsv += &format!("\t{:.2}", totals.get(i).copied().unwrap_or(0) as f64 / 1048576.0);
+        }
+        tsv.push('\n');
+    }
+    std::fs::write(&data, tsv).map_err(|e| e.to_string())?;
+    let svg = workspace_root().join("docs/leak-curve.svg");
+    draw(&svg, &series, weights)?;
+    println!("wrote {} and {}", svg.display(), data.display());
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(failures.join("; ")),
+    }
+}
+
+/// Retained MiB against cycle, one line per variant.
+fn draw(path: &Path, series: &[(&str, Vec<i64>)], weights: i64) -> Result<()> {
+    use plotters::prelude::*;
+    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let cycles = series.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u32;
+    let top = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().copied())
+        .max()
+        .unwrap_or(0) as f64
+        / 1048576.0;
+    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "A model server's load/unload loop: mlx-lm llama, {:.0} MiB of weights",
+                weights as f64 / 1048576.0
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0u32..cycles, 0f64..(top * 1.05).max(1.0))
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("cycle (build, evaluate, compiled prefill, drop)")
+        .y_desc("MiB retained")
+        .draw()
+        .map_err(|x| e(&x))?;
+    let colors = [RGBColor(200, 40, 40), RGBColor(30, 90, 200)];
+    for ((name, totals), color) in series.iter().zip(colors) {
+        let points: Vec<(u32, f64)> = std::iter::once((0, 0.0))
+            .chain(
+                totals
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| (i as u32 + 1, b as f64 / 1048576.0)),
+            )
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(3)))
+            .map_err(|x| e(&x))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE)
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_pinned_mlx_lm_is_read_with_its_hashes() {
+        let (version, block) = super::mlx_lm_requirement().unwrap();
+        assert!(version.chars().next().is_some_and(|c| c.is_ascii_digit()), "{version}");
+        assert!(block.starts_with("mlx-lm=="), "{block}");
+        assert!(block.matches("--hash=sha256:").count() >= 2, "{block}");
+        assert!(!block.contains("# via"), "{block}");
+    }
+
+    /// Every exclusion names a node exactly and gives a reason.
+    #[test]
+    fn every_excluded_test_has_a_reason() {
+        let text = std::fs::read_to_string(crate::workspace_root().join(super::EXCLUDED)).unwrap();
+        let entries: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .collect();
+        assert!(!entries.is_empty());
+        for line in entries {
+            let (node, reason) = line.split_once('#').unwrap_or((line, ""));
+            assert!(node.trim().starts_with("tests/"), "{line}");
+            assert!(!reason.trim().is_empty(), "no reason: {line}");
+        }
+    }
+}

@@ -86,12 +86,13 @@ class _Stream:
         # imported (the installed package, not the sdist's copy).
         import mlx.core  # noqa: F401
         import mlx_lm
+        from model_server import loaded_libmlx
 
-        with open("/proc/self/maps") as maps:
-            libs = sorted(
-                {l.split()[-1] for l in maps if l.rstrip().endswith("libmlx.so")}
-            )
-        self.emit(event="loaded", libmlx=libs, mlx_lm=os.path.realpath(mlx_lm.__file__))
+        self.emit(
+            event="loaded",
+            libmlx=loaded_libmlx(),
+            mlx_lm=os.path.realpath(mlx_lm.__file__),
+        )
 
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid, location):

@@ -164,7 +164,11 @@ fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()
     let built = mlx_patched::build(variant, &crate::options()?)
         .map_err(|e| e.to_string())?
         .lib_dir
-        .join("libmlx.so");
+        .join(format!(
+            "{}mlx{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        ));
     let same = std::fs::read(path).ok().map(|b| sha256_hex(&b))
         == std::fs::read(&built).ok().map(|b| sha256_hex(&b));
     if !path.starts_with(&venv) || !same {
@@ -356,11 +360,13 @@ fn user_path(t: &mut Tally) -> Result<()> {
     let args = user_install_args(&version);
     println!("mlx-lm as a user installs it: pip {}", args.join(" "));
     pip(&args)?;
-    let probe = "import mlx.core, mlx_lm, importlib.metadata as m
-                 print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))
-                 print(*sorted({l.split()[-1] for l in open('/proc/self/maps') if l.rstrip().endswith('libmlx.so')}))";
+    let probe = "import mlx.core, mlx_lm, importlib.metadata as m\n\
+                 from model_server import loaded_libmlx\n\
+                 print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))\n\
+                 print(*loaded_libmlx())";
     let out = Command::new(&python)
         .args(["-c", probe])
+        .env("PYTHONPATH", workspace_root().join("tests/python"))
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();

@@ -186,26 +186,65 @@ fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()
 /// One outcome per test id: outcome and first line of why.
 type Suite = BTreeMap<String, (String, String)>;
 
+/// pytest in the variant's environment, run offline from the sdist's root
+/// with the plugin that streams results to `results`. The `pytest`
+/// executable: `python -m pytest` would put the root on sys.path and test
+/// the sdist's copy of mlx-lm instead of the installed one.
+fn pytest(variant: Variant, python: &Path, root: &Path, results: &Path) -> Result<Command> {
+    let dir = python_root()?.join(variant.name);
+    let mut cmd = Command::new(python.with_file_name("pytest"));
+    cmd.args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect"])
+        .current_dir(root)
+        .env("PYTHONPATH", workspace_root().join("tests/python"))
+        .env("MLX_FORK_RESULTS", results)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .env("HF_HOME", dir.join("hf-home"));
+    Ok(cmd)
+}
+
+/// How often a test that passed on pristine and failed on patched runs
+/// again alone on pristine, at most (it stops at the first failure). The
+/// one seen, mlx-lm's `test_gemma3n_kv_shared_layers_ignore_chunking`,
+/// compares logits of unseeded random weights with `allclose`: on this
+/// project's builds of both variants it failed in 4 of 6 runs (it passed
+/// 6 of 6 on the official wheel).
+const RERUNS: u32 = 10;
+
+/// Runs `id` alone on `variant` up to `times` times: the run in which it
+/// first failed, if it did.
+fn first_failure(variant: Variant, python: &Path, root: &Path, id: &str, times: u32) -> Result<Option<u32>> {
+    let results = python_root()?.join(variant.name).join("mlx-lm-rerun.jsonl");
+    for run in 1..=times {
+        let _ = std::fs::remove_file(&results);
+        pytest(variant, python, root, &results)?
+            .arg(id)
+            .output()
+            .map_err(|e| format!("cannot run pytest: {e}"))?;
+        let text = std::fs::read_to_string(&results).unwrap_or_default();
+        let passed = text.lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
+                v["event"] == "result" && v["id"] == id && v["outcome"] == "passed"
+            })
+        });
+        if !passed {
+            return Ok(Some(run));
+        }
+    }
+    Ok(None)
+}
+
 /// mlx-lm's suite on one environment, with the exclusions of [`EXCLUDED`].
 fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<(Suite, (usize, usize))> {
     let dir = python_root()?.join(variant.name);
     let results = dir.join("mlx-lm-suite.jsonl");
     let log = dir.join("mlx-lm-suite.log");
     let _ = std::fs::remove_file(&results);
-    let pytest = python.with_file_name("pytest");
-    // The `pytest` executable, from the sdist's root: `python -m pytest`
-    // would put the root on sys.path and test the sdist's copy of mlx-lm.
-    let out = Command::new(&pytest)
-        .args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect", "tests"])
-        .current_dir(root)
-        .env("PYTHONPATH", workspace_root().join("tests/python"))
+    let out = pytest(variant, python, root, &results)?
         .env("MLX_FORK_EXCLUDED", workspace_root().join(EXCLUDED))
-        .env("MLX_FORK_RESULTS", &results)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .env("HF_HOME", dir.join("hf-home"))
+        .arg("tests")
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", pytest.display()))?;
+        .map_err(|e| format!("cannot run pytest: {e}"))?;
     std::fs::write(&log, [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat())
         .map_err(|e| e.to_string())?;
     let text = std::fs::read_to_string(&results).unwrap_or_default();
@@ -449,21 +488,33 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         suites.push(suite);
     }
     let (pristine, patched) = (&suites[0], &suites[1]);
-    let lost: Vec<&String> = pristine
-        .iter()
-        .filter(|(id, (o, _))| o == "passed" && patched.get(*id).is_none_or(|(p, _)| p != "passed"))
-        .map(|(id, _)| id)
+    let outcome = |s: &Suite, id: &str| s.get(id).map(|(o, _)| o.clone()).unwrap_or_default();
+    let candidates: Vec<&String> = pristine
+        .keys()
+        .chain(patched.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|id| {
+            let (before, after) = (outcome(pristine, id), outcome(patched, id));
+            (before == "passed" && after != "passed") || (after == "failed" && before != "failed")
+        })
         .collect();
+    // A test that passed on pristine and not on patched, or fails only on
+    // patched, is a regression unless it fails on pristine too when run
+    // again alone.
+    let mut lost = Vec::new();
+    for id in candidates {
+        match first_failure(Variant::PRISTINE, &envs[0].1, &root, id, RERUNS)? {
+            Some(run) => {
+                let line = format!("mlx-lm's {id}: failed on patched, and on pristine too in run {run} alone (flaky on both)");
+                println!("{line}");
+                rows.push(format!("note\t{line}"));
+            }
+            None => lost.push(id),
+        }
+    }
     t.check(lost.is_empty(), || {
-        format!("mlx-lm tests that pass on pristine and not on patched: {lost:?}")
-    });
-    let only_patched: Vec<&String> = patched
-        .iter()
-        .filter(|(id, (o, _))| o == "failed" && pristine.get(*id).is_none_or(|(p, _)| p != "failed"))
-        .map(|(id, _)| id)
-        .collect();
-    t.check(only_patched.is_empty(), || {
-        format!("mlx-lm tests that fail only on patched: {only_patched:?}")
+        format!("mlx-lm tests that pass on pristine and not on patched, or fail only on patched, and never failed on pristine in {RERUNS} runs alone: {lost:?}")
     });
     for (id, (o, why)) in patched {
         if o == "failed" {

@@ -38,6 +38,7 @@ import sys
 import tempfile
 
 import mlx.core as mx
+import numpy as np
 from mlx.utils import tree_flatten
 
 ARCHS = ("phi3", "llama")
@@ -103,6 +104,8 @@ def build(arch, size, seed):
     module = importlib.import_module(f"mlx_lm.models.{arch}")
     config = dict(SIZES[size], model_type=arch, rms_norm_eps=1e-5)
     mx.random.seed(seed)
+    # mlx-lm's trainer shuffles its batches with NumPy's global generator.
+    np.random.seed(seed)
     model = module.Model(module.ModelArgs.from_dict(config))
     mx.eval(model.parameters())
     return model

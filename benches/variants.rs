@@ -53,20 +53,17 @@ fn mlx_lm_python(v: &Variant) -> Option<std::path::PathBuf> {
 
 fn timed_mlx_lm(python: &std::path::Path, mode: &str, iters: u64) -> Duration {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/model_server.py");
-    let out = Command::new(python)
-        .args([script, "--arch", "phi3", "--bench", mode, "--iters", &iters.to_string()])
-        .output()
-        .expect("run model_server.py");
-    assert!(
-        out.status.success(),
-        "model_server.py --bench {mode} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Duration::from_nanos(
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .expect("nanoseconds"),
+    nanoseconds(
+        Command::new(python).args([
+            script,
+            "--arch",
+            "phi3",
+            "--bench",
+            mode,
+            "--iters",
+            &iters.to_string(),
+        ]),
+        &format!("model_server.py --bench {mode}"),
     )
 }
 
@@ -115,21 +112,25 @@ mlx-lm workloads: no mlx-lm environment for both variants; `cargo xtask mlx-lm-c
 const MLX_LM_ROUNDS: usize = 7;
 
 fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
-    let out = Command::new(v.graph_bench)
-        .args([workload, &iters.to_string()])
-        .output()
-        .expect("run graph_bench");
+    nanoseconds(
+        Command::new(v.graph_bench).args([workload, &iters.to_string()]),
+        &format!("{} graph_bench {workload}", v.name),
+    )
+}
+
+/// Runs a program that times its own loop and prints the nanoseconds.
+fn nanoseconds(cmd: &mut Command, what: &str) -> Duration {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         out.status.success(),
-        "{} graph_bench {workload} failed: {}",
-        v.name,
+        "{what} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Duration::from_nanos(
         String::from_utf8_lossy(&out.stdout)
             .trim()
             .parse()
-            .expect("nanoseconds"),
+            .unwrap_or_else(|e| panic!("{what} printed no nanoseconds: {e}")),
     )
 }
 

@@ -1,63 +1,104 @@
 //! Builds mlx-c against an installed MLX and generates its bindings.
 //!
-//! 1. MLX: the prefix in `MLX_SYS_PREFIX`, or else this fork's patched
-//!    variant, built through mlx-patched when it is not built yet.
+//! 1. MLX: by default this fork's patched variant, built through
+//!    mlx-patched when it is not built yet, and linked **statically**, as the
+//!    published crate links MLX: an archive of the objects the variant's
+//!    shared build compiled (no second compile), so binaries need nothing
+//!    at run time. Or the prefix in `MLX_SYS_PREFIX`, linked dynamically.
 //! 2. mlx-c: the tree of the published mlx-sys 0.7.0, checked against its
 //!    pinned tree id, compiled out of tree with `MLX_C_USE_SYSTEM_MLX=ON`
-//!    against that prefix's headers and library (never MLX's own copy).
+//!    against that MLX's headers (never MLX's own copy).
 //! 3. The float16/bfloat16 accessors mlx-rs needs off ARM (`shims/`).
 //! 4. bindgen over mlx-c's public headers.
-//! 5. The link lines, said once by the prefix's `Artifacts`, plus mlx-c and
-//!    the C++ runtime.
+//! 5. The link lines, then the published crate's metadata for dependents:
+//!    `DEP_MLX_INCLUDE` (a path list: MLX's headers and mlx-c's),
+//!    `DEP_MLX_DEFINES` and `DEP_MLX_VERSION`.
 
-use mlx_patched::{Artifacts, Env, Error, Options, Variant};
+use mlx_patched::{Artifacts, Env, Error, Options, StaticLink, Variant};
 use std::path::{Path, PathBuf};
+
+/// How libmlx reaches the binaries.
+enum Link {
+    /// Inside them: the default.
+    Static(StaticLink),
+    /// `libmlx.so` of `MLX_SYS_PREFIX`, found at run time through an rpath
+    /// or `LD_LIBRARY_PATH` that the user provides.
+    Dynamic,
+}
 
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = env.out_dir()?;
-    let mlx = linked_mlx(&env, &out_dir)?;
+    let (mlx, link) = linked_mlx(&env, &out_dir)?;
     let mlxc_src = mlx_patched::mlxc_source(&env)?;
 
     let mlxc = build_mlxc(&mlxc_src, &mlx);
     build_shims(&mlxc_src, &mlx, &env)?;
     generate_bindings(&mlxc_src, &out_dir)?;
 
-    // mlx-c before the MLX it calls: with --as-needed, a shared library
-    // listed before anything needs it is dropped.
+    // mlx-c before the MLX it calls: a static archive, and with
+    // --as-needed a shared library, listed before what needs it is dropped.
     println!(
         "cargo:rustc-link-search=native={}",
         mlxc.join("lib").display()
     );
     println!("cargo:rustc-link-lib=static=mlxc");
-    mlx.print_cargo_metadata();
+    match &link {
+        Link::Static(s) => {
+            s.print_cargo_metadata();
+            mlx.print_sanitizer_runtime();
+        }
+        Link::Dynamic => mlx.print_dynamic_link(),
+    }
     let apple = env.target_cfg("target_vendor").as_deref() == Some("apple");
     println!(
         "cargo:rustc-link-lib=dylib={}",
         if apple { "c++" } else { "stdc++" }
     );
-    // What the published crate tells its dependents, where it applies.
+
+    // What the published crate tells its dependents. `include`: the folders
+    // that hold `mlx/*.h` and `mlx/c/*.h`, as a path list. `defines`: what a
+    // dependent compiling against those headers must define. The published
+    // crate says `MLX_STATIC` for its static MLX, and so does this one when
+    // it links statically; with a shared prefix there is nothing to define.
+    let include = std::env::join_paths([mlx.include_dir.clone(), mlxc_src.clone()])
+        .map_err(|e| Error::new(format!("an include folder holds the path-list separator: {e}")))?;
+    println!("cargo:include={}", include.to_string_lossy());
+    println!(
+        "cargo:defines={}",
+        if matches!(link, Link::Static(_)) { "MLX_STATIC" } else { "" }
+    );
     println!(
         "cargo:version={}",
         mlx_patched::version_of(&mlx.include_dir)?
     );
-    // Cargo gives dependents no rpath: say once, when this runs, what binaries need.
-    println!(
-        "cargo:warning=mlx-sys: libmlx ({}) is in {lib}; binaries need it at run time: add `-C link-arg=-Wl,-rpath,{lib}` to rustflags or set LD_LIBRARY_PATH (cargo xtask mlx-rs prints the lines)",
-        mlx.name,
-        lib = mlx.lib_dir.display()
-    );
+    // This fork's own: where the library is, and which build.
+    println!("cargo:lib_dir={}", mlx.lib_dir.display());
+    println!("cargo:prefix={}", mlx.prefix.display());
+    println!("cargo:variant={}", mlx.name);
     Ok(())
 }
 
-/// The MLX this crate links: `MLX_SYS_PREFIX`, or the patched variant.
-fn linked_mlx(env: &Env, out_dir: &Path) -> Result<Artifacts, Error> {
-    if let Some(prefix) = env.mlx_sys_prefix() {
+/// The MLX this crate links: `MLX_SYS_PREFIX` (shared), or the patched
+/// variant (static).
+fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
+    if let Some(prefix) = env.mlx_sys_prefix()? {
         let mlx = Artifacts::from_prefix(&prefix)?;
+        // mlx-c's inline code and the bindings are written for the pinned
+        // release: another MLX's headers may compile and still disagree.
+        let found = mlx_patched::version_of(&mlx.include_dir)?;
+        if found != mlx_patched::pin::UPSTREAM_VERSION {
+            return Err(Error::new(format!(
+                "MLX_SYS_PREFIX={} holds MLX {found}, but this mlx-sys is built for MLX {} (the fork's pin): give a prefix of MLX {}",
+                prefix.display(),
+                mlx_patched::pin::UPSTREAM_VERSION,
+                mlx_patched::pin::UPSTREAM_VERSION
+            )));
+        }
         // A prefix rebuilt in place: mlx-c's inline array code must follow its headers.
         env.track_file(&mlx.include_dir.join("mlx"));
         env.track_file(&mlx.lib_dir);
-        return Ok(mlx);
+        return Ok((mlx, Link::Dynamic));
     }
     let mut opts = Options::from_env(*env, &mlx_patched::target_dir_of_out_dir(out_dir), false)?;
     if env.target_cfg("target_os").as_deref() == Some("macos") {
@@ -68,7 +109,9 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<Artifacts, Error> {
             opts.extra_cmake_args.push("-DMLX_METAL_JIT=ON".into());
         }
     }
-    mlx_patched::build(Variant::PATCHED, &opts)
+    let mlx = mlx_patched::build(Variant::PATCHED, &opts)?;
+    let link = mlx.static_link()?;
+    Ok((mlx, Link::Static(link)))
 }
 
 /// Configures, builds and installs mlx-c (a static library) into OUT_DIR.

@@ -201,19 +201,32 @@ impl Artifacts {
     /// metadata dependents read as `DEP_<links>_LIB_DIR`, `_PREFIX`,
     /// `_INCLUDE` and `_VARIANT`.
     pub fn print_cargo_metadata(&self) {
+        self.print_dynamic_link();
         let lib = self.lib_dir.display();
-        println!("cargo:rustc-link-search=native={lib}");
-        println!("cargo:rustc-link-lib=dylib=mlx");
-        // A sanitizer build's dependents compile instrumented C++ against
-        // it (the bridge does), which needs the runtime at link time.
-        for lib in self.sanitizer.map(|s| s.runtime_libs()).unwrap_or_default() {
-            println!("cargo:rustc-link-lib=dylib={lib}");
-        }
-        print_rpath(&self.lib_dir.to_string_lossy());
         println!("cargo:lib_dir={lib}");
         println!("cargo:prefix={}", self.prefix.display());
         println!("cargo:include={}", self.include_dir.display());
         println!("cargo:variant={}", self.name);
+    }
+}
+
+impl Artifacts {
+    /// The link lines for the shared libmlx: its folder, the library, the
+    /// sanitizer's runtime if any, and an rpath for this package's own
+    /// binaries (Cargo passes none on to dependents).
+    pub fn print_dynamic_link(&self) {
+        println!("cargo:rustc-link-search=native={}", self.lib_dir.display());
+        println!("cargo:rustc-link-lib=dylib=mlx");
+        self.print_sanitizer_runtime();
+        print_rpath(&self.lib_dir.to_string_lossy());
+    }
+
+    /// A sanitizer build's dependents compile instrumented C++ against it
+    /// (the bridge does), which needs the runtime at link time.
+    pub fn print_sanitizer_runtime(&self) {
+        for lib in self.sanitizer.map(|s| s.runtime_libs()).unwrap_or_default() {
+            println!("cargo:rustc-link-lib=dylib={lib}");
+        }
     }
 }
 

@@ -193,8 +193,22 @@ impl Env {
     /// `MLX_SYS_PREFIX`: an MLX install prefix for `crates/mlx-sys` to link
     /// instead of the patched variant (`include/`, `lib/`,
     /// `share/cmake/MLX`, as `cargo xtask prefix` prints).
-    pub fn mlx_sys_prefix(&self) -> Option<PathBuf> {
-        self.read(MLX_SYS_PREFIX).map(PathBuf::from)
+    /// A relative path is refused: a build script runs in its package's
+    /// folder, not where `cargo` was started, so it would name another place
+    /// than the user meant; the error says which.
+    pub fn mlx_sys_prefix(&self) -> Result<Option<PathBuf>, Error> {
+        let Some(prefix) = self.read(MLX_SYS_PREFIX).map(PathBuf::from) else {
+            return Ok(None);
+        };
+        if prefix.is_relative() {
+            let here = std::env::current_dir().unwrap_or_default();
+            return Err(Error::new(format!(
+                "MLX_SYS_PREFIX={} is a relative path; in this build script it would mean {}. Give the prefix as an absolute path (e.g. `MLX_SYS_PREFIX=$(cargo xtask prefix patched)`).",
+                prefix.display(),
+                here.join(&prefix).display()
+            )));
+        }
+        Ok(Some(prefix))
     }
 
     /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks.

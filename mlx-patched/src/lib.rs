@@ -19,6 +19,7 @@
 //! nothing is configured or built. Used from build scripts (with
 //! [`Env::build_script`]) and from `cargo xtask`.
 
+mod archive;
 mod cmake;
 mod env;
 mod expectations;
@@ -33,6 +34,7 @@ mod source;
 mod system;
 mod variant;
 
+pub use archive::{LinkKind, StaticLink};
 pub use cmake::{
     build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
     Artifacts, Backend, Options, Sanitizer,
@@ -96,7 +98,7 @@ fn io(context: impl fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 /// An exclusive lock held as long as the returned file lives.
-fn lock_file(path: &Path) -> Result<fs::File, Error> {
+pub fn lock_file(path: &Path) -> Result<fs::File, Error> {
     let lock =
         fs::File::create(path).map_err(io(format!("cannot create the lock {}", path.display())))?;
     lock.lock()

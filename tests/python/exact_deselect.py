@@ -86,7 +86,7 @@ class _Stream:
         # imported (the installed package, not the sdist's copy).
         import mlx.core  # noqa: F401
         import mlx_lm
-        from model_server import loaded_libmlx
+        from loaded_libmlx import loaded_libmlx
 
         self.emit(
             event="loaded",

@@ -41,6 +41,8 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
+from loaded_libmlx import loaded_libmlx
+
 ARCHS = ("phi3", "llama")
 CELLS = (
     "quantized-prefill",
@@ -84,20 +86,6 @@ def refuse_without_compile():
         ["g++", "--version"], capture_output=True
     ).returncode != 0:
         sys.exit("refusing to run: `g++ --version` fails, so MLX's CPU backend compiles nothing")
-
-
-def loaded_libmlx():
-    """The libmlx this process mapped, from the loader's own record."""
-    if sys.platform == "darwin":
-        import ctypes
-
-        dyld = ctypes.CDLL(None)
-        dyld._dyld_get_image_name.restype = ctypes.c_char_p
-        names = (dyld._dyld_get_image_name(i) for i in range(dyld._dyld_image_count()))
-        return sorted({n.decode() for n in names if n.endswith(b"/libmlx.dylib")})
-    with open("/proc/self/maps") as maps:
-        paths = {l.split()[-1] for l in maps if l.rstrip().endswith("/libmlx.so")}
-    return sorted(paths)
 
 
 def build(arch, size, seed):

@@ -11,6 +11,8 @@ mod python;
 mod rebase;
 mod sanitize;
 mod upstream;
+mod wheel;
+mod install_paths;
 
 use mlx_patched::{Env, Expectations, Options, Progress, Variant};
 use std::path::PathBuf;
@@ -156,6 +158,31 @@ fn expectations() -> Expectations {
 /// The variants this run builds and checks.
 fn variants_to_build() -> Vec<Variant> {
     expectations().variants()
+}
+
+/// Checks counted as they are made: each failure is printed when it happens.
+pub(crate) struct Tally {
+    pub passed: u32,
+    pub failures: Vec<String>,
+}
+
+impl Tally {
+    pub fn new() -> Self {
+        Tally {
+            passed: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if ok {
+            self.passed += 1;
+        } else {
+            let what = what();
+            println!("FAILED: {what}");
+            self.failures.push(what);
+        }
+    }
 }
 
 fn run(cmd: &mut Command) -> Result<()> {

@@ -12,7 +12,7 @@
 //!   from the figures it measured, which it writes beside it.
 
 use crate::python::{python_root, sha256_hex, venv_with};
-use crate::{workspace_root, Result};
+use crate::{workspace_root, Result, Tally};
 use mlx_patched::record::{parse_records, Record};
 use mlx_patched::{ServerCell, ServerLeak, Variant, SERVER_CELLS};
 use std::collections::BTreeMap;
@@ -50,29 +50,28 @@ fn mlx_lm_requirement() -> Result<(String, String)> {
     }
 }
 
-/// The variant's mlx-lm environment: its wheel, then the pinned
-/// requirements. Fails if anything installed `mlx-cpu`, upstream's library
-/// package, which would own the `mlx/lib/libmlx.so` the fork's wheel ships.
+/// The variant's mlx-lm environment: its two wheels, then the pinned
+/// requirements. Fails unless the `mlx` and `mlx-cpu` installed are the
+/// variant's own: a requirement that brought upstream's `mlx-cpu` would
+/// replace the fork's `mlx/lib/libmlx.so`.
 pub fn environment(variant: Variant) -> Result<PathBuf> {
-    let wheel = crate::python::build_wheel(variant)?;
+    let wheels = crate::python::build_wheel(variant)?;
     let python = venv_with(
         &python_root()?.join(variant.name).join("mlx-lm-venv"),
         &[REQUIREMENTS],
-        &[wheel],
+        &wheels.files(),
     )?;
-    let out = Command::new(&python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))",
-        ])
-        .output()
-        .map_err(|e| e.to_string())?;
-    let names = String::from_utf8_lossy(&out.stdout).to_string();
-    if names.split_whitespace().any(|n| n == "mlx-cpu") {
-        return Err(format!(
-            "{}: `mlx-cpu` is installed beside the fork's wheel; it would replace the fork's libmlx",
-            python.display()
-        ));
+    let installed = crate::install_paths::installed(&python)?;
+    for name in ["mlx", "mlx-cpu"] {
+        if installed.get(name) != Some(&wheels.version) {
+            return Err(format!(
+                "{}: {name} is {:?}, not the {} build's {}",
+                python.display(),
+                installed.get(name),
+                variant.name,
+                wheels.version
+            ));
+        }
     }
     Ok(python)
 }
@@ -145,9 +144,10 @@ fn compile_works() -> Result<()> {
     }
 }
 
-/// The libmlx a run loaded must be the one the variant's wheel installed
-/// in that environment, byte for byte the variant's build.
-fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()> {
+/// The libmlx a run loaded must be the one the variant's library wheel
+/// installed in that environment, byte for byte (the variant's build, as
+/// auditwheel's repair left it).
+pub(crate) fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()> {
     let venv = python
         .parent()
         .and_then(Path::parent)
@@ -161,23 +161,19 @@ fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -> Result<()
         ));
     };
     let path = Path::new(path);
-    let built = mlx_patched::build(variant, &crate::options()?)
-        .map_err(|e| e.to_string())?
-        .lib_dir
-        .join(format!(
-            "{}mlx{}",
-            std::env::consts::DLL_PREFIX,
-            std::env::consts::DLL_SUFFIX
-        ));
-    let same = std::fs::read(path).ok().map(|b| sha256_hex(&b))
-        == std::fs::read(&built).ok().map(|b| sha256_hex(&b));
+    let wheels = crate::python::build_wheel(variant)?;
+    let want = crate::install_paths::libmlx_in_wheel(
+        mlx_patched::Env::process().python().as_ref(),
+        &wheels.library,
+    )?;
+    let same = std::fs::read(path).ok().map(|b| sha256_hex(&b)) == Some(want);
     if !path.starts_with(&venv) || !same {
         return Err(format!(
-            "{}: loaded {} (in the environment: {}, the {} build's bytes: {same})",
+            "{}: loaded {} (in the environment: {}, the bytes of {}'s libmlx: {same})",
             variant.name,
             path.display(),
             path.starts_with(&venv),
-            variant.name
+            wheels.library.display()
         ));
     }
     Ok(())
@@ -353,39 +349,19 @@ fn mib(bytes: i64) -> String {
     format!("{:.2} MiB", bytes as f64 / 1048576.0)
 }
 
-/// Tallies checks: passes counted, failures named.
-struct Tally {
-    passed: u32,
-    failures: Vec<String>,
-}
-
-impl Tally {
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
-        if ok {
-            self.passed += 1;
-        } else {
-            let what = what();
-            println!("FAILED: {what}");
-            self.failures.push(what);
-        }
-    }
-}
-
-/// What the README tells a user to run after installing the fork's wheel:
-/// mlx-lm without its `[cpu]` extra (on Linux that extra is what pulls
-/// upstream's `mlx-cpu`, whose `mlx/lib/libmlx.so` replaces the fork's).
+/// What the README tells a user to run after installing the fork's wheels.
 pub fn user_install_args(version: &str) -> Vec<String> {
     vec!["install".into(), format!("mlx-lm=={version}")]
 }
 
 /// The install a user makes, tried as written: a clean environment, the
-/// fork's wheel alone, then `pip install mlx-lm==<version>` from the index.
-/// The fork's libmlx must stay the one loaded. What the `[cpu]` extra would
-/// add over the fork is printed too (measured: nothing, since the fork's
-/// wheel declares no `cpu` extra of its own; pip warns of that).
+/// fork's two wheels alone, then `pip install mlx-lm==<version>` from the
+/// index. The fork's `mlx` and `mlx-cpu` must stay installed and its libmlx
+/// the one loaded. Then `mlx-lm[cpu]` as a dry run: its `mlx[cpu]` is the
+/// fork's own `cpu` extra, the fork's `mlx-cpu`, so it must add no MLX.
 fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let (version, _) = mlx_lm_requirement()?;
-    let wheel = crate::python::build_wheel(Variant::PATCHED)?;
+    let wheels = crate::python::build_wheel(Variant::PATCHED)?;
     let venv = python_root()?.join("mlx-lm-user-venv");
     let _ = std::fs::remove_dir_all(&venv);
     let python = venv_with(&venv, &[], &[])?;
@@ -396,12 +372,14 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
                 .args(args),
         )
     };
-    pip(&["install".into(), "--no-index".into(), wheel.display().to_string()])?;
+    let mut install = vec!["install".to_string(), "--no-index".into()];
+    install.extend(wheels.files().iter().map(|w| w.display().to_string()));
+    pip(&install)?;
     let args = user_install_args(&version);
     println!("mlx-lm as a user installs it: pip {}", args.join(" "));
     pip(&args)?;
     let probe = "import mlx.core, mlx_lm, importlib.metadata as m\n\
-                 from model_server import loaded_libmlx\n\
+                 from loaded_libmlx import loaded_libmlx\n\
                  print(' '.join(sorted(d.metadata['Name'].lower() for d in m.distributions())))\n\
                  print(*loaded_libmlx())";
     let out = Command::new(&python)
@@ -418,9 +396,13 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
         .split_whitespace()
         .map(String::from)
         .collect();
+    let installed = crate::install_paths::installed(&python)?;
     t.check(
-        out.status.success() && !names.split_whitespace().any(|n| n == "mlx-cpu"),
-        || format!("after `pip {}` over the fork: {} ({names})", args.join(" "), out.status),
+        out.status.success()
+            && ["mlx", "mlx-cpu"]
+                .iter()
+                .all(|n| installed.get(*n) == Some(&wheels.version)),
+        || format!("after `pip {}` over the fork: {} ({names}; {installed:?})", args.join(" "), out.status),
     );
     let lib = check_loaded(Variant::PATCHED, &python, &loaded);
     t.check(lib.is_ok(), || {
@@ -448,6 +430,10 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let line = format!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
     println!("{line}");
     rows.push(format!("note\t{line}"));
+    t.check(
+        !would.iter().any(|n| n == "mlx" || n == "mlx-cpu"),
+        || line.clone(),
+    );
     Ok(())
 }
 
@@ -456,10 +442,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
 pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     compile_works()?;
     let expectations = crate::expectations();
-    let mut t = Tally {
-        passed: 0,
-        failures: Vec::new(),
-    };
+    let mut t = Tally::new();
     let variants = [Variant::PRISTINE, Variant::PATCHED];
     let mut envs = Vec::new();
     for v in variants {

@@ -147,6 +147,37 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
     Ok(Outcome::Checked(findings))
 }
 
+/// The pinned release's official wheels (`mlx`, then `mlx-cpu`), fetched
+/// into the target directory and checked against their pinned checksums;
+/// `Err` inside when the index is out of reach.
+pub fn official_wheels() -> Result<std::result::Result<Vec<PathBuf>, String>> {
+    let wheels = [
+        Wheel {
+            package: "mlx",
+            sha256: Some(pin::WHEEL_SHA256_FRONTEND.to_string()),
+        },
+        Wheel {
+            package: "mlx-cpu",
+            sha256: Some(pin::WHEEL_SHA256_CPU.to_string()),
+        },
+    ];
+    let dir = crate::target_dir()?
+        .join("provenance")
+        .join(pin::UPSTREAM_VERSION);
+    let python = mlx_patched::Env::process().python();
+    let files = match fetch(&python, pin::UPSTREAM_VERSION, &wheels, &dir)? {
+        Ok(files) => files,
+        Err(why) => return Ok(Err(why)),
+    };
+    for (w, f) in wheels.iter().zip(&files) {
+        let digest = sha256_of(f)?;
+        if Some(&digest) != w.sha256.as_ref() {
+            return Err(format!("{} has sha256 {digest}, the pin says {:?}", f.display(), w.sha256));
+        }
+    }
+    Ok(Ok(files))
+}
+
 /// `pip download` of the wheels for the pinned platform. The outer `Err` is
 /// a failure; the inner one a reason to skip (the index is out of reach).
 fn fetch(

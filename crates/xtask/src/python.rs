@@ -11,7 +11,7 @@
 
 use crate::{run, target_dir, workspace_root, Result};
 use mlx_patched::record::{parse_records, Record};
-use mlx_patched::{pin, Artifacts, Cell, Env, PythonTarget, Variant};
+use mlx_patched::{Artifacts, Cell, Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -139,7 +139,7 @@ fn check_nanobind(mlx: &Artifacts) -> Result<()> {
 }
 
 /// The interpreter and nanobind the extensions are built with.
-fn build_target() -> Result<PythonTarget> {
+pub(crate) fn build_target() -> Result<PythonTarget> {
     let python = venv_with(
         &python_root()?.join("build-venv"),
         &[BUILD_REQUIREMENTS],
@@ -162,127 +162,43 @@ fn build_target() -> Result<PythonTarget> {
     })
 }
 
-/// The wheel's version: upstream's release with a local label that says
-/// which build it is, so it is never mistaken for (or preferred over)
-/// upstream's own: `+fork.<series>` for patched, `+control.<tree>` for
-/// the pristine control.
-fn wheel_version(mlx: &Artifacts) -> Result<String> {
-    let release = mlx_patched::version_of(&mlx.source_dir).map_err(|e| e.to_string())?;
-    let label = match mlx.name.as_str() {
-        "patched" => {
-            let series: Vec<PathBuf> = mlx.patches.iter().map(|(p, _)| p.clone()).collect();
-            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series)
-                .map_err(|e| e.to_string())?;
-            format!("fork.{}", &f[..8])
-        }
-        _ => format!("control.{}", &mlx.upstream_tree_id[..8]),
-    };
-    Ok(format!("{release}+{label}"))
-}
-
-/// Copies `from` into `to`, skipping names for which `skip` is true.
-fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
-    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if skip(&path) {
-            continue;
-        }
-        let dest = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_filtered(&path, &dest, skip)?;
-        } else {
-            std::fs::copy(&path, &dest)
-                .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+/// Both wheels of `variant`, built once per process: their bytes depend
+/// only on the variant's build, which one process does not change.
+pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
+    use std::sync::Mutex;
+    static BUILT: Mutex<Vec<(&'static str, crate::wheel::Wheels)>> = Mutex::new(Vec::new());
+    if let Some((_, w)) = BUILT.lock().unwrap().iter().find(|(n, _)| *n == variant.name) {
+        if w.files().iter().all(|f| f.is_file()) {
+            return Ok(w.clone());
         }
     }
-    Ok(())
+    let wheels = rebuild_wheel(variant)?;
+    let mut built = BUILT.lock().unwrap();
+    built.retain(|(n, _)| *n != variant.name);
+    built.push((variant.name, wheels.clone()));
+    Ok(wheels)
 }
 
-/// Builds the wheel of `variant` (bindings, package, library) and returns its path.
-pub fn build_wheel(variant: Variant) -> Result<PathBuf> {
+/// Builds both wheels of `variant` (bindings, package, library) again.
+pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
     let opts = crate::options()?;
     let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
     check_nanobind(&mlx)?;
     let target = build_target()?;
     let bindings = mlx_patched::build_bindings(&mlx, &target, &opts).map_err(|e| e.to_string())?;
-    let version = wheel_version(&mlx)?;
     let dir = python_root()?.join(variant.name);
-    let root = dir.join("wheel-root");
-    let _ = std::fs::remove_dir_all(&root);
-    let pkg = root.join("mlx");
-    // Upstream's layout: the pure-Python package, the extension beside it,
-    // and the library package's lib/, include/ and share/ inside it.
-    copy_filtered(&bindings.package_dir, &pkg, &|p| {
-        p.file_name()
-            .is_some_and(|n| n == "_stub_patterns.txt" || n == "__pycache__")
-    })?;
-    std::fs::copy(
-        &bindings.module,
-        pkg.join(bindings.module.file_name().unwrap()),
-    )
-    .map_err(|e| e.to_string())?;
-    copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| {
-        p.file_name().is_some_and(|n| n == "cmake")
-    })?;
-    copy_filtered(&mlx.include_dir, &pkg.join("include"), &|_| false)?;
-    copy_filtered(&mlx.prefix.join("share"), &pkg.join("share"), &|_| false)?;
-
-    let tag_out = Command::new(&target.python)
-        .args(["-c", "import sys, sysconfig; t = f'cp{sys.version_info[0]}{sys.version_info[1]}'; print(f\"{t}-{t}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}\")"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    let tag = String::from_utf8_lossy(&tag_out.stdout).trim().to_string();
-    let info = root.join(format!("mlx-{version}.dist-info"));
-    std::fs::create_dir_all(&info).map_err(|e| e.to_string())?;
-    let what = if variant.name == "patched" {
-        "with this fork's patch series"
-    } else {
-        "unpatched: the fork's control"
-    };
-    let metadata = format!(
-        "Metadata-Version: 2.1\nName: mlx\nVersion: {version}\n\
-         Summary: MLX {release} built from upstream's tree {tree}, {what} (compiled functions no longer leak the arrays they capture through multi-output ops)\n\
-         License: MIT\nRequires-Python: >=3.10\n\n\
-         MLX built by the mlx-fork project from upstream's v{release} tree ({tree}).\n\
-         The local version label marks it as this fork's build, not upstream's.\n",
-        release = pin::UPSTREAM_VERSION,
-        tree = mlx.upstream_tree_id
-    );
-    let files = [
-        ("METADATA", metadata),
-        ("WHEEL", format!("Wheel-Version: 1.0\nGenerator: mlx-fork xtask\nRoot-Is-Purelib: false\nTag: {tag}\n")),
-        // The console scripts upstream's package declares.
-        ("entry_points.txt", "[console_scripts]\nmlx.distributed_config = mlx._distributed_utils.config:main\nmlx.launch = mlx._distributed_utils.launch:main\n".into()),
-        ("top_level.txt", "mlx\n".into()),
-    ];
-    for (name, text) in files {
-        std::fs::write(info.join(name), text).map_err(|e| e.to_string())?;
-    }
-    let dist = dir.join("dist");
-    let _ = std::fs::remove_dir_all(&dist);
-    std::fs::create_dir_all(&dist).map_err(|e| e.to_string())?;
-    let mut pack = Command::new(&target.python);
-    pack.args(["-m", "wheel", "pack", "--dest-dir"])
-        .arg(&dist)
-        .arg(&root)
-        .stdout(std::process::Stdio::null());
-    run(&mut pack)?;
-    let wheel = std::fs::read_dir(&dist)
-        .map_err(|e| e.to_string())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or("wheel pack wrote no wheel")?;
-    Ok(wheel)
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let _lock = mlx_patched::lock_file(&dir.join("wheel.lock")).map_err(|e| e.to_string())?;
+    crate::wheel::pack_wheels(variant, &mlx, &bindings, &target, &dir)
 }
 
 /// A virtual environment whose `import mlx.core` is `variant`; its python.
 pub fn python_for(variant: Variant) -> Result<PathBuf> {
-    let wheel = build_wheel(variant)?;
+    let wheels = build_wheel(variant)?;
     venv_with(
         &python_root()?.join(variant.name).join("venv"),
         &[TEST_REQUIREMENTS],
-        &[wheel],
+        &wheels.files(),
     )
 }
 
@@ -306,7 +222,10 @@ pub fn wheel_cmd(args: &[String]) -> Result<()> {
         return Err("usage: cargo xtask wheel".into());
     }
     crate::deps::install()?;
-    println!("{}", build_wheel(Variant::PATCHED)?.display());
+    let wheels = build_wheel(Variant::PATCHED)?;
+    for w in wheels.files() {
+        println!("{}", w.display());
+    }
     Ok(())
 }
 
@@ -327,7 +246,7 @@ fn extract_script(report: &str) -> Option<String> {
 }
 
 /// The script to run, with a statement of where its identity comes from.
-fn report_script() -> Result<(PathBuf, String)> {
+pub(crate) fn report_script() -> Result<(PathBuf, String)> {
     let copy = workspace_root().join("tests/python/report.py");
     let bytes = std::fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
     if sha256_hex(&bytes) != REPORT_SCRIPT_SHA256 {
@@ -375,7 +294,7 @@ fn records(stdout: &str) -> Vec<Record> {
         .collect()
 }
 
-fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new(python)
         .arg(script)
         .args(args)
@@ -564,10 +483,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     println!("the report's script: {} ({identity})", script.display());
     for (v, python) in &pythons {
         let out = run_python(python, &script, &[])?;
-        let mib: Vec<i64> = out
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok()))
-            .collect();
+        let mib = crate::install_paths::report_mib(&out);
         println!("report.py on {}: {:?} MiB retained", v.name, mib);
         let bound = Cell::REPORT.bound(expectations.verdict(v));
         let ok = mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m));
@@ -585,39 +501,17 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         ));
     }
 
-    // The wheel as a user gets it: a clean environment, `pip install` of the
-    // file alone (no index), and the report's script there.
-    let wheel = build_wheel(Variant::PATCHED)?;
-    let clean = python_root()?.join("clean-venv");
-    let _ = std::fs::remove_dir_all(&clean);
-    let py = venv_with(&clean, &[], &[])?;
-    let mut install = Command::new(&py);
-    install
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-index",
-        ])
-        .arg(&wheel);
-    run(&mut install)?;
-    let out = run_python(&py, &script, &[])?;
-    let mib: Vec<i64> = out
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1).and_then(|m| m.parse().ok()))
-        .collect();
-    println!(
-        "{} installed alone in a clean venv: report.py prints {mib:?} MiB retained",
-        wheel.file_name().unwrap().to_string_lossy()
-    );
-    let bound = Cell::REPORT.bound(expectations.verdict(&Variant::PATCHED));
-    expect(
-        mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
-        format!("the wheel in a clean venv: report.py {mib:?} MiB, expected {bound}"),
-        &mut passed,
-    );
+    // The wheels as users install, replace and remove them, and their stubs.
+    let mut t = crate::Tally::new();
+    crate::install_paths::check(&mut t, rows)?;
+    let patched_python = &pythons[1].1;
+    crate::install_paths::type_check(&mut t, rows, patched_python, &build_wheel(Variant::PATCHED)?)?;
+    crate::install_paths::reproducible(&mut t, rows, Variant::PATCHED)?;
+    crate::install_paths::platform_tags(&mut t, rows, &build_wheel(Variant::PATCHED)?)?;
+    passed += t.passed;
+    for f in t.failures {
+        expect(false, f, &mut passed);
+    }
 
     // 2. The ablation, with fixed keys: bit-identical across variants and with the C++ probe.
     let ablation = workspace_root().join("tests/python/ablation.py");

@@ -41,22 +41,19 @@ and depend on mlx-rs as usual:
     mlx-rs = {{ version = \"0.33\", default-features = false }}   # Linux: the CPU backend
     mlx-rs = \"0.33\"                                              # macOS: Metal + Accelerate (the defaults)
 
-To link the MLX already built here (instead of building it again in your
-target directory) and let your binaries find it at run time, add to your
-project's .cargo/config.toml:
+mlx-sys then builds the patched MLX into <your target>/mlx/patched on the first build and
+links it statically: your binaries need no rpath and no LD_LIBRARY_PATH. To reuse the build
+of this checkout instead of building MLX again, set in your project's .cargo/config.toml:
 
     [env]
-    MLX_SYS_PREFIX = \"{prefix}\"
+    MLX_PATCHED_BUILD_DIR = \"{build_dir}\"
 
-    [build]
-    rustflags = [\"-C\", \"link-arg=-Wl,-rpath,{lib}\"]
-
-(Without MLX_SYS_PREFIX, mlx-sys builds the patched MLX into <your target>/mlx/patched/prefix
-on the first build; the rpath is then that prefix's lib/. Instead of the rpath you may run with
-LD_LIBRARY_PATH={lib}, DYLD_LIBRARY_PATH on macOS.)
+To link a shared MLX instead (your binaries then need {lib} at run time, by an rpath or
+LD_LIBRARY_PATH): MLX_SYS_PREFIX={prefix}.
 For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
         sys = sys.display(),
         prefix = patched.prefix.display(),
+        build_dir = crate::options()?.root.display(),
     );
     Ok(())
 }
@@ -401,6 +398,9 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
         .map(|v| prefix_of(v).map(|a| (v, a)))
         .collect::<Result<_>>()?;
     let (mut passed, mut failures) = proof(&variants, rows)?;
+    let (p, f) = dependent(rows)?;
+    passed += p;
+    failures.extend(f);
 
     let mut suites = Vec::new();
     for (variant, mlx) in &variants {
@@ -460,4 +460,74 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
         println!("FAILED: {f}");
     }
     Ok((passed, failures.len() as u32))
+}
+
+/// `tests/mlx-sys-dependent`, a project outside the workspace that adds
+/// only the `[patch]` line: it must build, run its binary directly (no
+/// rpath, no `LD_LIBRARY_PATH`, no Cargo configuration), `cargo run`,
+/// `cargo test`, link no shared libmlx, and build again with no warning.
+/// Its build script reads `DEP_MLX_INCLUDE`, `DEP_MLX_DEFINES` and
+/// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
+/// build is shared through `MLX_PATCHED_BUILD_DIR`, as in the other checks.
+fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+    let mut t = crate::Tally::new();
+    let target = target_dir()?.join("mlx-sys-dependent");
+    let manifest = workspace_root().join("tests/mlx-sys-dependent/Cargo.toml");
+    let project = |args: &[&str]| {
+        let mut c = cargo();
+        c.args(args)
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("MLX_SYS_PREFIX")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("RUSTFLAGS");
+        if let Ok(o) = crate::options() {
+            c.env("MLX_PATCHED_BUILD_DIR", o.root);
+        }
+        c
+    };
+    eprintln!("building tests/mlx-sys-dependent (only the [patch] line)");
+    crate::run(&mut project(&["build", "--quiet"]))?;
+    let exe = target.join("debug/mlx-sys-dependent");
+    let direct = Command::new(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    let said = String::from_utf8_lossy(&direct.stdout).to_string();
+    println!("{} run directly: {} {}", exe.display(), direct.status, said.trim().replace('\n', "; "));
+    rows.push(format!("note\tmlx-sys dependent, run directly: {}", said.trim().replace('\n', "; ")));
+    t.check(direct.status.success() && said.contains("twice(1.5) = 3\n"), || {
+        format!(
+            "{} run directly: {} {said}{}",
+            exe.display(),
+            direct.status,
+            String::from_utf8_lossy(&direct.stderr)
+        )
+    });
+    if cfg!(target_os = "linux") {
+        let elf = Command::new("readelf").arg("-d").arg(&exe).output().map_err(|e| e.to_string())?;
+        let needed = String::from_utf8_lossy(&elf.stdout).to_string();
+        t.check(elf.status.success() && !needed.contains("libmlx"), || {
+            format!("{} needs a shared libmlx: {needed}", exe.display())
+        });
+    }
+    for args in [&["run", "--quiet"][..], &["test", "--quiet"][..]] {
+        let out = project(args).output().map_err(|e| e.to_string())?;
+        t.check(out.status.success(), || {
+            format!(
+                "cargo {} in tests/mlx-sys-dependent: {}\n{}{}",
+                args[0],
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    }
+    let again = project(&["build"]).output().map_err(|e| e.to_string())?;
+    let stderr = String::from_utf8_lossy(&again.stderr).to_string();
+    t.check(again.status.success() && !stderr.contains("warning"), || {
+        format!("a no-op build of tests/mlx-sys-dependent warned: {stderr}")
+    });
+    Ok((t.passed, t.failures))
 }

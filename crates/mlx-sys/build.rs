@@ -105,6 +105,9 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
         if !env.cargo_feature("metal") {
             println!("cargo:warning=mlx-sys: MLX is built with Metal on macOS whatever the `metal` feature says");
         }
+        if !env.cargo_feature("accelerate") {
+            println!("cargo:warning=mlx-sys: the `accelerate` feature is ignored: MLX's CMake uses Accelerate whenever it finds it on macOS");
+        }
         if env.cargo_feature("metal-jit") {
             opts.extra_cmake_args.push("-DMLX_METAL_JIT=ON".into());
         }

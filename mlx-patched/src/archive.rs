@@ -94,6 +94,8 @@ fn link_lines(
         } else if w.starts_with('-') {
             // Linker flags (`-Wl,...`) carry nothing a dependent needs.
             continue;
+        } else if let Some(framework) = framework_of(Path::new(w)) {
+            (LinkKind::Framework, framework)
         } else {
             let path = Path::new(w);
             let file = path
@@ -135,6 +137,13 @@ fn link_lines(
         }
     }
     Ok(link)
+}
+
+/// `Foo` for `/…/Foo.framework` or a file inside it (`Foo.framework/Foo.tbd`).
+fn framework_of(path: &Path) -> Option<String> {
+    path.ancestors()
+        .take(2)
+        .find_map(|p| p.file_name()?.to_str()?.strip_suffix(".framework").map(String::from))
 }
 
 impl Artifacts {
@@ -241,6 +250,24 @@ mod tests {
         assert_eq!(link.libs, want);
         assert!(out.join("libgguflib.a").is_file());
         assert!(link_lines(&["libweird.txt".into()], &build, &out).is_err());
+        // A Metal build's link line, as CMake writes it on macOS.
+        let mac: Vec<String> = "-framework Metal -framework Foundation -framework QuartzCore /Applications/Xcode.app/SDKs/MacOSX.sdk/System/Library/Frameworks/Accelerate.framework/Accelerate.tbd /SDK/Frameworks/Accelerate.framework mlx/io/libgguflib.a"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let link = link_lines(&mac, &build, &out).unwrap();
+        let names: Vec<(LinkKind, &str)> = link.libs.iter().map(|(k, n)| (k.clone(), n.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                (Static, "mlx"),
+                (Framework, "Metal"),
+                (Framework, "Foundation"),
+                (Framework, "QuartzCore"),
+                (Framework, "Accelerate"),
+                (Static, "gguflib")
+            ]
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }

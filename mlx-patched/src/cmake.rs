@@ -110,9 +110,21 @@ impl Sanitizer {
 
 impl Backend {
     pub fn for_host(cuda: bool) -> Self {
+        Self::for_target(None, cuda)
+    }
+
+    /// The backend for the target whose `target_os` a build script reads
+    /// (`CARGO_CFG_TARGET_OS`); `None` is the host, for a program that
+    /// builds for where it runs. A cross build from Linux to macOS gets
+    /// Metal, and the reverse gets the CPU backend.
+    pub fn for_target(target_os: Option<&str>, cuda: bool) -> Self {
+        let macos = match target_os {
+            Some(os) => os == "macos",
+            None => cfg!(target_os = "macos"),
+        };
         if cuda {
             Backend::Cuda
-        } else if cfg!(target_os = "macos") {
+        } else if macos {
             Backend::Metal
         } else {
             Backend::Cpu
@@ -157,7 +169,9 @@ impl Artifacts {
     /// library and the CMake package, nothing built.
     pub fn from_prefix(prefix: &Path) -> Result<Artifacts, Error> {
         let lib_dir = prefix.join("lib");
-        let lib = if cfg!(target_os = "macos") {
+        let lib = if Backend::for_target(Env::process().target_cfg("target_os").as_deref(), false)
+            == Backend::Metal
+        {
             "libmlx.dylib"
         } else {
             "libmlx.so"
@@ -271,16 +285,18 @@ impl Options {
         let root = env.build_dir().unwrap_or_else(|| target_dir.join("mlx"));
         let jobs = match env.jobs()? {
             Some(j) => j,
-            None => std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
+            None => env.cargo_jobs().unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(2)
+            }),
         };
         let extra_cmake_args = env.cmake_args()?;
         let patches_dir = env.series_dir().unwrap_or_else(patch::series_dir);
         let sanitizer = env.sanitizer()?;
         Ok(Options {
             root,
-            backend: Backend::for_host(cuda),
+            backend: Backend::for_target(env.target_cfg("target_os").as_deref(), cuda),
             jobs,
             extra_cmake_args,
             patches_dir,
@@ -1223,6 +1239,41 @@ fn materialize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a build script computes for an `aarch64-apple-darwin` target
+    /// while running on Linux: the backend comes from the target's cfg
+    /// (`CARGO_CFG_TARGET_OS=macos`), never the host's, and so do the CMake
+    /// arguments and the static link lines (frameworks included).
+    #[test]
+    fn a_macos_target_gets_metal_whatever_the_host() {
+        assert_eq!(Backend::for_target(Some("macos"), false), Backend::Metal);
+        assert_eq!(Backend::for_target(Some("linux"), false), Backend::Cpu);
+        assert_eq!(Backend::for_target(Some("macos"), true), Backend::Cuda);
+        let opts = Options {
+            root: PathBuf::from("/nowhere"),
+            backend: Backend::for_target(Some("macos"), false),
+            jobs: 1,
+            extra_cmake_args: Vec::new(),
+            patches_dir: PathBuf::from("/nowhere/patches"),
+            env: Env::process(),
+            tests: false,
+            progress: Progress::Quiet,
+            sanitizer: None,
+        };
+        let args = cmake_args(&opts, Path::new("/nowhere/prefix"));
+        for want in ["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF", "-DBUILD_SHARED_LIBS=ON"] {
+            assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
+        }
+        // The CPU build's offline switches are not for Metal, whose CMake
+        // fetches metal-cpp.
+        assert!(!args.iter().any(|a| a.starts_with("-DFETCHCONTENT_FULLY_DISCONNECTED")));
+        let linux = Options {
+            backend: Backend::for_target(Some("linux"), false),
+            ..opts
+        };
+        let args = cmake_args(&linux, Path::new("/nowhere/prefix"));
+        assert!(args.iter().any(|a| a == "-DMLX_BUILD_METAL=OFF"), "{args:?}");
+    }
 
     fn cache_entry(build: &Path, name: &str) -> Option<String> {
         let text = fs::read_to_string(build.join("CMakeCache.txt")).unwrap();

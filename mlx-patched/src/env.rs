@@ -35,7 +35,7 @@ variables! {
     MLX_SOURCE_DIR: "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it",
     MLX_PATCHED_SERIES_DIR: "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)",
     MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)",
-    MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: all cores); must be a positive number",
+    MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: Cargo's `NUM_JOBS` in a build script, else all cores); must be a positive number",
     MLX_PATCHED_CMAKE_ARGS: "extra CMake arguments, space separated (part of the cache key; a change configures the build afresh)",
     MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",
     MLX_SYS_PREFIX: "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`",
@@ -131,6 +131,11 @@ impl Env {
         if self.in_build_script {
             println!("cargo:rerun-if-env-changed={name}");
         }
+        Self::read_untracked(name)
+    }
+
+    /// A read that no output depends on, so it is no rerun trigger.
+    fn read_untracked(name: &str) -> Option<OsString> {
         std::env::var_os(name).filter(|v| !v.is_empty())
     }
 
@@ -172,6 +177,21 @@ impl Env {
                 ))),
             },
         }
+    }
+
+    /// `NUM_JOBS`, the parallelism Cargo gives a build script (its `-j`, or
+    /// the cores), for MLX's compile when `MLX_PATCHED_JOBS` is unset. Read
+    /// without a rerun trigger: the number of jobs changes no output.
+    pub fn cargo_jobs(&self) -> Option<usize> {
+        if !self.in_build_script {
+            return None;
+        }
+        Self::read_untracked("NUM_JOBS")?
+            .to_str()?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n > 0)
     }
 
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.

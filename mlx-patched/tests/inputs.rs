@@ -214,6 +214,23 @@ fn bad_jobs_value_is_an_error() {
 }
 
 #[test]
+fn a_relative_mlx_sys_prefix_is_an_error_naming_the_path_it_would_mean() {
+    // Only this test reads MLX_SYS_PREFIX.
+    std::env::set_var("MLX_SYS_PREFIX", "some/prefix");
+    let got = Env::process().mlx_sys_prefix();
+    std::env::set_var("MLX_SYS_PREFIX", "/abs/prefix");
+    let absolute = Env::process().mlx_sys_prefix();
+    std::env::remove_var("MLX_SYS_PREFIX");
+    let err = got.unwrap_err().to_string();
+    let meant = std::env::current_dir().unwrap().join("some/prefix");
+    assert!(
+        err.contains("MLX_SYS_PREFIX=some/prefix") && err.contains(&meant.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(absolute.unwrap(), Some(PathBuf::from("/abs/prefix")));
+}
+
+#[test]
 fn the_variables_page_is_the_code_s_own_table() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")

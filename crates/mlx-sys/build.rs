@@ -120,7 +120,21 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
 /// Configures, builds and installs mlx-c (a static library) into OUT_DIR.
 fn build_mlxc(src: &Path, mlx: &Artifacts) -> PathBuf {
     let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("shims/std_format.h");
-    cmake::Config::new(src)
+    let mut config = cmake::Config::new(src);
+    // ccache, as MLX's own CMake uses it, so that each target directory
+    // that builds mlx-c (one per variant and test project) shares objects.
+    if std::process::Command::new("ccache")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        config
+            .define("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+            .define("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+            .env("CCACHE_BASEDIR", "/")
+            .env("CCACHE_NOHASHDIR", "1");
+    }
+    config
         // std::format for standard libraries without it (see the header).
         .cxxflag(format!("-include {}", compat.display()))
         .define("MLX_C_USE_SYSTEM_MLX", "ON")

@@ -194,6 +194,12 @@ impl Env {
             .filter(|&n: &usize| n > 0)
     }
 
+    /// `CARGO_NET_OFFLINE`: Cargo's offline setting as the environment gives
+    /// it (`--offline` itself reaches no child process).
+    pub fn cargo_net_offline(&self) -> bool {
+        Self::read_untracked("CARGO_NET_OFFLINE").is_some_and(|v| v == "true" || v == "1")
+    }
+
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
     pub fn cmake_args(&self) -> Result<Vec<String>, Error> {
         Ok(self

@@ -301,6 +301,12 @@ fn pinned_package(env: &Env, what: &str, name: &str, version: &str) -> Result<Pa
 /// metadata` on `manifest`, which declares it at `version`, and returns its
 /// folder. With `locked`, the manifest's lock file must already pin it, so
 /// the package's checksum is the one committed here.
+///
+/// The package is outside the caller's dependency graph (see
+/// `sources/mlx/Cargo.toml`), so the caller's `--offline` cannot reach this
+/// nested `cargo`. It looks in Cargo's cache first (`--offline`), and only
+/// a package not there yet is downloaded, unless the caller's environment
+/// says offline (`CARGO_NET_OFFLINE`), where the error says how to fetch it.
 pub fn published_package(
     cargo: &std::ffi::OsStr,
     manifest: &Path,
@@ -308,17 +314,33 @@ pub fn published_package(
     version: &str,
     locked: bool,
 ) -> Result<PathBuf, Error> {
-    let mut cmd = Command::new(cargo);
-    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(manifest);
-    if locked {
-        cmd.arg("--locked");
+    let metadata = |offline: bool| {
+        let mut cmd = Command::new(cargo);
+        cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
+            .arg(manifest);
+        if locked {
+            cmd.arg("--locked");
+        }
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().map_err(|e| {
+            Error::new(format!(
+                "cannot run `cargo metadata` to fetch the source package {name} {version}: {e}"
+            ))
+        })
+    };
+    let mut out = metadata(true)?;
+    if !out.status.success() {
+        if crate::Env::process().cargo_net_offline() {
+            return Err(Error::new(format!(
+                "the source package {name} {version} is not in Cargo's cache, and CARGO_NET_OFFLINE forbids fetching it. Fetch it once with network: `cargo fetch --locked --manifest-path {}`\n{}",
+                manifest.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        out = metadata(false)?;
     }
-    let out = cmd.output().map_err(|e| {
-        Error::new(format!(
-            "cannot run `cargo metadata` to fetch the source package {name} {version}: {e}"
-        ))
-    })?;
     if !out.status.success() {
         return Err(Error::new(format!(
             "`cargo metadata` failed while fetching the source package {name} {version} ({}):\n{}",

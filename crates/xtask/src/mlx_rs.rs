@@ -116,6 +116,7 @@ fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathB
 /// Builds `tests/mlx-rs` for one variant, in a target directory of its own.
 fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     let target = target_dir()?.join("mlx-rs").join(variant.name);
+    fetch_once(&workspace_root().join("tests/mlx-rs/Cargo.toml"))?;
     let mut build = cargo();
     build
         .args([
@@ -125,6 +126,7 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
             "tests/mlx-rs/Cargo.toml",
         ])
         .env("CARGO_TARGET_DIR", &target);
+    without_network(&mut build);
     for (k, v) in sys_env(variant, mlx)? {
         build.env(k, v);
     }
@@ -134,6 +136,78 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     );
     crate::run(&mut build)?;
     Ok(target.join("debug/mlx-rs-leak-scenario"))
+}
+
+/// `cargo fetch --locked` of a test project: the only step of these
+/// checks that may use the network. Every build after it is offline.
+fn fetch_once(manifest: &Path) -> Result<()> {
+    crate::run(
+        cargo()
+            .args(["fetch", "--locked", "--quiet", "--manifest-path"])
+            .arg(manifest),
+    )
+}
+
+/// `--offline`, and a proxy that refuses every connection, so that any
+/// download in the build, a nested `cargo` included, fails it: what a user
+/// gets from `cargo build --offline` once the crates are in Cargo's cache.
+fn without_network(cmd: &mut Command) {
+    cmd.arg("--offline")
+        .env("CARGO_HTTP_PROXY", "http://127.0.0.1:9")
+        .env("CARGO_NET_RETRY", "0");
+}
+
+/// A copy of `tests/mlx-rs` whose every crate is vendored (`cargo vendor`,
+/// the source replacement in its own `.cargo/config.toml`), built offline
+/// with no network and run for one cycle of the report's cell.
+fn vendored(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+    let mut t = crate::Tally::new();
+    let copy = target_dir()?.join("mlx-rs/vendored-project");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(copy.join(".cargo")).map_err(|e| e.to_string())?;
+    let from = workspace_root().join("tests/mlx-rs");
+    mlx_patched::copy_tree(&from.join("src"), &copy.join("src")).map_err(|e| e.to_string())?;
+    for f in ["build.rs", "Cargo.lock"] {
+        std::fs::copy(from.join(f), copy.join(f)).map_err(|e| e.to_string())?;
+    }
+    let manifest = std::fs::read_to_string(from.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    let sys = workspace_root().join("crates/mlx-sys");
+    let manifest = manifest.replace("\"../../crates/mlx-sys\"", &format!("{:?}", sys.display().to_string()));
+    std::fs::write(copy.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
+    let out = cargo()
+        .current_dir(&copy)
+        .args(["vendor", "--locked", "vendor"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("cargo vendor in {}: {}", copy.display(), String::from_utf8_lossy(&out.stderr)));
+    }
+    // What `cargo vendor` prints is the configuration to use.
+    std::fs::write(copy.join(".cargo/config.toml"), &out.stdout).map_err(|e| e.to_string())?;
+    let target = target_dir()?.join("mlx-rs/vendored");
+    let mut build = cargo();
+    build
+        .current_dir(&copy)
+        .args(["build", "--quiet"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("MLX_SYS_PREFIX");
+    if let Ok(o) = crate::options() {
+        build.env("MLX_PATCHED_BUILD_DIR", o.root);
+    }
+    without_network(&mut build);
+    eprintln!("building a vendored copy of tests/mlx-rs offline");
+    let built = build.output().map_err(|e| e.to_string())?;
+    t.check(built.status.success(), || {
+        format!("the vendored copy of tests/mlx-rs did not build offline: {}", String::from_utf8_lossy(&built.stderr))
+    });
+    if built.status.success() {
+        let run = run_proof(&target.join("debug/mlx-rs-leak-scenario"), &["--cycles", "1"], &[])?;
+        let line = format!("a vendored copy of tests/mlx-rs, built offline: retained {:?} bytes", run.retained);
+        println!("{line}");
+        rows.push(format!("note\t{line}"));
+        t.check(run.retained == [0], || line.clone());
+    }
+    Ok((t.passed, t.failures))
 }
 
 /// The report's cell over 10 cycles, the others over 3 (all at the
@@ -398,9 +472,11 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
         .map(|v| prefix_of(v).map(|a| (v, a)))
         .collect::<Result<_>>()?;
     let (mut passed, mut failures) = proof(&variants, rows)?;
-    let (p, f) = dependent(rows)?;
-    passed += p;
-    failures.extend(f);
+    for step in [dependent, vendored] {
+        let (p, f) = step(rows)?;
+        passed += p;
+        failures.extend(f);
+    }
 
     let mut suites = Vec::new();
     for (variant, mlx) in &variants {
@@ -485,8 +561,10 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         if let Ok(o) = crate::options() {
             c.env("MLX_PATCHED_BUILD_DIR", o.root);
         }
+        without_network(&mut c);
         c
     };
+    fetch_once(&manifest)?;
     eprintln!("building tests/mlx-sys-dependent (only the [patch] line)");
     crate::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");

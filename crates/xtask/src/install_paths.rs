@@ -349,40 +349,50 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> 
     Ok(())
 }
 
-/// auditwheel's own reading of each repaired wheel: the platform tag its
-/// binaries are consistent with must be the one in the file's name, and
-/// what it vendored and the sizes are printed (Linux only).
+/// auditwheel's own reading of each repaired wheel (`auditwheel show
+/// --json`): the tag in the file's name must be the one auditwheel finds.
+/// For the library wheel that is its overall tag. The front end's binaries
+/// need libmlx, which only the library wheel provides, so its overall tag
+/// stays `linux_*` (upstream's front end reads the same); its symbol
+/// versions' tag must be the name's, and libmlx its only outside library.
+/// Sizes and what was vendored are printed (Linux only).
 pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> Result<()> {
     if !cfg!(target_os = "linux") {
         return Ok(());
     }
     let python = crate::python::build_target()?.python;
-    for w in wheels.files() {
+    for (w, frontend) in [(&wheels.frontend, true), (&wheels.library, false)] {
         let name = w.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let out = Command::new(&python)
-            .args(["-m", "auditwheel", "show"])
-            .arg(&w)
+            .args(["-m", "auditwheel", "show", "--json"])
+            .arg(w)
             .output()
             .map_err(|e| e.to_string())?;
-        // auditwheel wraps its text; the tag is the first quoted word after
-        // "platform tag:".
-        let text = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
-        let tag = text
-            .split("platform tag: \"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .unwrap_or("")
-            .to_string();
-        let size = std::fs::metadata(&w).map(|m| m.len()).unwrap_or(0);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let tag = |k: &str| json[k].as_str().unwrap_or("").to_string();
+        let outside: Vec<String> = json["external_libs"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let (what, found) = if frontend {
+            ("symbol versions", tag("sym_tag"))
+        } else {
+            ("overall", tag("overall_tag"))
+        };
+        let size = std::fs::metadata(w).map(|m| m.len()).unwrap_or(0);
         let line = format!(
-            "{name}: {:.1} MiB; auditwheel show: consistent with {tag:?}",
+            "{name}: {:.1} MiB; auditwheel show: {what} tag {found:?}, outside libraries {outside:?}",
             size as f64 / 1048576.0
         );
         println!("{line}");
         rows.push(format!("note\t{line}"));
+        let allowed: &[&str] = if frontend { &["libmlx.so"] } else { &[] };
         t.check(
-            out.status.success() && tag.starts_with("manylinux") && name.contains(&format!("-{tag}.whl")),
-            || format!("{line} ({}): {text}", out.status),
+            out.status.success()
+                && found.starts_with("manylinux")
+                && name.ends_with(&format!("-{found}.whl"))
+                && outside.iter().all(|l| allowed.contains(&l.as_str())),
+            || format!("{line} ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)),
         );
     }
     Ok(())

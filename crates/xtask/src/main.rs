@@ -34,9 +34,11 @@ usage: cargo xtask <command>
                               the report's scenario written against mlx-rs, and mlx-rs's own tests
   python <patched|pristine>   build MLX's Python bindings for that variant into a virtual environment
                               and print the path of its python (progress goes to stderr)
-  wheel                       build the installable `mlx` wheel of the patched variant; print its path
+  wheel                       build the installable `mlx` and `mlx-cpu` wheels of the patched variant;
+                              print their paths, one per line
   python-check                the report's script verbatim, the ablation, the second-shape note and
-                              MLX's Python suite, on patched and pristine
+                              MLX's Python suite, on patched and pristine; the wheels' install,
+                              upgrade and removal paths, stubs, bytes and platform tags
   mlx-lm-check                mlx-lm 0.32.2 on patched and pristine: its own offline test suite,
                               a model server's load/unload cells on its model classes, and the
                               numerics of its logits (needs pip)

@@ -4,8 +4,8 @@
 //!   variant's tree against its library, packaged as a wheel and installed
 //!   into a virtual environment under the target directory; prints that
 //!   environment's `python` (a stable interface, like `prefix`).
-//! * `cargo xtask wheel`: the installable `mlx` wheel of the patched variant
-//!   (libmlx inside, upstream's layout, a local version label); prints its path.
+//! * `cargo xtask wheel`: the installable `mlx` and `mlx-cpu` wheels of the
+//!   patched variant (`crate::wheel`); prints their paths, one per line.
 //! * `cargo xtask python-check`: the report's script verbatim, the ablation
 //!   and the second-shape note in Python, and MLX's Python suite, on both.
 

@@ -321,11 +321,11 @@ pub fn type_check(t: &mut Tally, rows: &mut Vec<String>, python: &Path, wheels: 
     Ok(())
 }
 
-/// Packs the variant's wheels a second time and compares the bytes: the
+/// Packs the variant's wheels once more and compares the bytes: the
 /// same build must give the same files, or every environment keyed by them
 /// reinstalls and no one can check a published wheel against its source.
 pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> Result<()> {
-    let first = crate::python::rebuild_wheel(variant)?;
+    let first = crate::python::build_wheel(variant)?;
     let digests = |w: &Wheels| -> Result<Vec<String>> {
         w.files()
             .iter()

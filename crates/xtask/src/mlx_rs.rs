@@ -157,23 +157,30 @@ fn without_network(cmd: &mut Command) {
         .env("CARGO_NET_RETRY", "0");
 }
 
-/// A copy of `tests/mlx-rs` whose every crate is vendored (`cargo vendor`,
-/// the source replacement in its own `.cargo/config.toml`), built offline
-/// with no network and run for one cycle of the report's cell.
-fn vendored(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
-    let mut t = crate::Tally::new();
-    let copy = target_dir()?.join("mlx-rs/vendored-project");
+/// A copy of `tests/<name>` (the listed files) in the target directory,
+/// its `[patch]` path made absolute and every crate vendored with `cargo
+/// vendor`, which prints the source replacement written to the copy's
+/// `.cargo/config.toml`. The one step that may use the network.
+fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
+    let from = workspace_root().join("tests").join(name);
+    let copy = target_dir()?.join(format!("{name}-vendored"));
     let _ = std::fs::remove_dir_all(&copy);
     std::fs::create_dir_all(copy.join(".cargo")).map_err(|e| e.to_string())?;
-    let from = workspace_root().join("tests/mlx-rs");
-    mlx_patched::copy_tree(&from.join("src"), &copy.join("src")).map_err(|e| e.to_string())?;
-    for f in ["build.rs", "Cargo.lock"] {
-        std::fs::copy(from.join(f), copy.join(f)).map_err(|e| e.to_string())?;
+    for f in files {
+        let (a, b) = (from.join(f), copy.join(f));
+        if a.is_dir() {
+            mlx_patched::copy_tree(&a, &b).map_err(|e| e.to_string())?;
+        } else {
+            std::fs::copy(&a, &b).map_err(|e| format!("{}: {e}", a.display()))?;
+        }
     }
     let manifest = std::fs::read_to_string(from.join("Cargo.toml")).map_err(|e| e.to_string())?;
     let sys = workspace_root().join("crates/mlx-sys");
-    let manifest = manifest.replace("\"../../crates/mlx-sys\"", &format!("{:?}", sys.display().to_string()));
-    std::fs::write(copy.join("Cargo.toml"), manifest).map_err(|e| e.to_string())?;
+    let patched = manifest.replace("\"../../crates/mlx-sys\"", &format!("{:?}", sys.display().to_string()));
+    if patched == manifest {
+        return Err(format!("tests/{name}/Cargo.toml has no `[patch]` path ../../crates/mlx-sys"));
+    }
+    std::fs::write(copy.join("Cargo.toml"), patched).map_err(|e| e.to_string())?;
     let out = cargo()
         .current_dir(&copy)
         .args(["vendor", "--locked", "vendor"])
@@ -182,32 +189,8 @@ fn vendored(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     if !out.status.success() {
         return Err(format!("cargo vendor in {}: {}", copy.display(), String::from_utf8_lossy(&out.stderr)));
     }
-    // What `cargo vendor` prints is the configuration to use.
     std::fs::write(copy.join(".cargo/config.toml"), &out.stdout).map_err(|e| e.to_string())?;
-    let target = target_dir()?.join("mlx-rs/vendored");
-    let mut build = cargo();
-    build
-        .current_dir(&copy)
-        .args(["build", "--quiet"])
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("MLX_SYS_PREFIX");
-    if let Ok(o) = crate::options() {
-        build.env("MLX_PATCHED_BUILD_DIR", o.root);
-    }
-    without_network(&mut build);
-    eprintln!("building a vendored copy of tests/mlx-rs offline");
-    let built = build.output().map_err(|e| e.to_string())?;
-    t.check(built.status.success(), || {
-        format!("the vendored copy of tests/mlx-rs did not build offline: {}", String::from_utf8_lossy(&built.stderr))
-    });
-    if built.status.success() {
-        let run = run_proof(&target.join("debug/mlx-rs-leak-scenario"), &["--cycles", "1"], &[])?;
-        let line = format!("a vendored copy of tests/mlx-rs, built offline: retained {:?} bytes", run.retained);
-        println!("{line}");
-        rows.push(format!("note\t{line}"));
-        t.check(run.retained == [0], || line.clone());
-    }
-    Ok((t.passed, t.failures))
+    Ok(copy)
 }
 
 /// The report's cell over 10 cycles, the others over 3 (all at the
@@ -472,11 +455,9 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
         .map(|v| prefix_of(v).map(|a| (v, a)))
         .collect::<Result<_>>()?;
     let (mut passed, mut failures) = proof(&variants, rows)?;
-    for step in [dependent, vendored] {
-        let (p, f) = step(rows)?;
-        passed += p;
-        failures.extend(f);
-    }
+    let (p, f) = dependent(rows)?;
+    passed += p;
+    failures.extend(f);
 
     let mut suites = Vec::new();
     for (variant, mlx) in &variants {
@@ -539,8 +520,10 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
 }
 
 /// `tests/mlx-sys-dependent`, a project outside the workspace that adds
-/// only the `[patch]` line: it must build, run its binary directly (no
-/// rpath, no `LD_LIBRARY_PATH`, no Cargo configuration), `cargo run`,
+/// only the `[patch]` line, as a user gets it: a copy whose every crate is
+/// vendored (`cargo vendor`, the source replacement in its own
+/// `.cargo/config.toml`), built `--offline` with no network. It must build,
+/// run its binary directly (no rpath, no `LD_LIBRARY_PATH`), `cargo run`,
 /// `cargo test`, link no shared libmlx, and build again with no warning.
 /// Its build script reads `DEP_MLX_INCLUDE`, `DEP_MLX_DEFINES` and
 /// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
@@ -548,12 +531,11 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
 fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let mut t = crate::Tally::new();
     let target = target_dir()?.join("mlx-sys-dependent");
-    let manifest = workspace_root().join("tests/mlx-sys-dependent/Cargo.toml");
+    let copy = vendored_copy("mlx-sys-dependent", &["src", "csrc", "build.rs", "Cargo.lock"])?;
     let project = |args: &[&str]| {
         let mut c = cargo();
-        c.args(args)
-            .arg("--manifest-path")
-            .arg(&manifest)
+        c.current_dir(&copy)
+            .args(args)
             .env("CARGO_TARGET_DIR", &target)
             .env_remove("MLX_SYS_PREFIX")
             .env_remove("LD_LIBRARY_PATH")
@@ -564,8 +546,7 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         without_network(&mut c);
         c
     };
-    fetch_once(&manifest)?;
-    eprintln!("building tests/mlx-sys-dependent (only the [patch] line)");
+    eprintln!("building a vendored copy of tests/mlx-sys-dependent offline (only the [patch] line)");
     crate::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");
     let direct = Command::new(&exe)

@@ -222,9 +222,7 @@ impl Artifacts {
         println!("cargo:include={}", self.include_dir.display());
         println!("cargo:variant={}", self.name);
     }
-}
 
-impl Artifacts {
     /// The link lines for the shared libmlx: its folder, the library, the
     /// sanitizer's runtime if any, and an rpath for this package's own
     /// binaries (Cargo passes none on to dependents).
@@ -1243,7 +1241,7 @@ mod tests {
     /// What a build script computes for an `aarch64-apple-darwin` target
     /// while running on Linux: the backend comes from the target's cfg
     /// (`CARGO_CFG_TARGET_OS=macos`), never the host's, and so do the CMake
-    /// arguments and the static link lines (frameworks included).
+    /// arguments (the link lines' frameworks: `archive`'s test).
     #[test]
     fn a_macos_target_gets_metal_whatever_the_host() {
         assert_eq!(Backend::for_target(Some("macos"), false), Backend::Metal);

@@ -431,11 +431,8 @@ pub fn pack_wheels(
         tree = &mlx.upstream_tree_id
     );
     let platform = platform_tag(python)?;
-    let tag_out = Command::new(python)
-        .args(["-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    let cp = String::from_utf8_lossy(&tag_out.stdout).trim().to_string();
+    // The interpreter tag the extension was built for (`cp311`).
+    let cp = &bindings.python_tag;
     let dist = dir.join("dist");
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::create_dir_all(&dist).map_err(|e| e.to_string())?;

@@ -47,7 +47,10 @@ const MLX_LM_WORKLOADS: &[(&str, &str, u64, f64)] = &[
 /// `target/python/<variant>/mlx-lm-venv`), beside its MLX build.
 fn mlx_lm_python(v: &Variant) -> Option<std::path::PathBuf> {
     let target = std::path::Path::new(v.prefix).ancestors().nth(3)?;
-    let python = target.join("python").join(v.name).join("mlx-lm-venv/bin/python");
+    let python = target
+        .join("python")
+        .join(v.name)
+        .join("mlx-lm-venv/bin/python");
     python.is_file().then_some(python)
 }
 
@@ -73,8 +76,10 @@ fn mlx_lm(c: &mut Criterion) {
     let (pristine, patched) = (variant("pristine"), variant("patched"));
     let (Some(py_pristine), Some(py_patched)) = (mlx_lm_python(pristine), mlx_lm_python(patched))
     else {
-        println!("
-mlx-lm workloads: no mlx-lm environment for both variants; `cargo xtask mlx-lm-check` makes them");
+        println!(
+            "
+mlx-lm workloads: no mlx-lm environment for both variants; `cargo xtask mlx-lm-check` makes them"
+        );
         return;
     };
     for &(name, mode, unit, _) in MLX_LM_WORKLOADS {
@@ -91,7 +96,10 @@ mlx-lm workloads: no mlx-lm environment for both variants; `cargo xtask mlx-lm-c
         group.finish();
     }
     println!("\nmlx-lm, patched / pristine, median of {MLX_LM_ROUNDS} interleaved rounds:\n");
-    println!("{:24} | {:>7} | {:>6} | within goal", "workload", "ratio", "goal");
+    println!(
+        "{:24} | {:>7} | {:>6} | within goal",
+        "workload", "ratio", "goal"
+    );
     println!("{}", "-".repeat(56));
     for &(name, mode, unit, goal) in MLX_LM_WORKLOADS {
         let ratios: Vec<f64> = (0..MLX_LM_ROUNDS)

@@ -61,12 +61,20 @@ fn main() -> Result<(), Error> {
     // dependent compiling against those headers must define. The published
     // crate says `MLX_STATIC` for its static MLX, and so does this one when
     // it links statically; with a shared prefix there is nothing to define.
-    let include = std::env::join_paths([mlx.include_dir.clone(), mlxc_src.clone()])
-        .map_err(|e| Error::new(format!("an include folder holds the path-list separator: {e}")))?;
+    let include =
+        std::env::join_paths([mlx.include_dir.clone(), mlxc_src.clone()]).map_err(|e| {
+            Error::new(format!(
+                "an include folder holds the path-list separator: {e}"
+            ))
+        })?;
     println!("cargo:include={}", include.to_string_lossy());
     println!(
         "cargo:defines={}",
-        if matches!(link, Link::Static(_)) { "MLX_STATIC" } else { "" }
+        if matches!(link, Link::Static(_)) {
+            "MLX_STATIC"
+        } else {
+            ""
+        }
     );
     println!(
         "cargo:version={}",

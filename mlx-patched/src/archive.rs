@@ -73,11 +73,7 @@ fn link_statement(ninja: &str, output: &str) -> Option<(Vec<String>, Vec<String>
 /// Cargo's form of `LINK_LIBRARIES`: `-lfoo`, `/abs/libfoo.so`,
 /// `rel/libfoo.a` (copied beside the archive) and `-framework Foo`, in
 /// order, without repeats.
-fn link_lines(
-    libraries: &[String],
-    build: &Path,
-    archive_dir: &Path,
-) -> Result<StaticLink, Error> {
+fn link_lines(libraries: &[String], build: &Path, archive_dir: &Path) -> Result<StaticLink, Error> {
     let mut link = StaticLink {
         search: vec![archive_dir.to_path_buf()],
         libs: vec![(LinkKind::Static, "mlx".into())],
@@ -123,8 +119,11 @@ fn link_lines(
                     build.join(path)
                 };
                 let to = archive_dir.join(&file);
-                fs::copy(&from, &to)
-                    .map_err(io(format!("cannot copy {} to {}", from.display(), to.display())))?;
+                fs::copy(&from, &to).map_err(io(format!(
+                    "cannot copy {} to {}",
+                    from.display(),
+                    to.display()
+                )))?;
             } else if let Some(dir) = path.parent().filter(|d| d.is_absolute()) {
                 if !link.search.iter().any(|s| s == dir) {
                     link.search.push(dir.to_path_buf());
@@ -141,9 +140,12 @@ fn link_lines(
 
 /// `Foo` for `/…/Foo.framework` or a file inside it (`Foo.framework/Foo.tbd`).
 fn framework_of(path: &Path) -> Option<String> {
-    path.ancestors()
-        .take(2)
-        .find_map(|p| p.file_name()?.to_str()?.strip_suffix(".framework").map(String::from))
+    path.ancestors().take(2).find_map(|p| {
+        p.file_name()?
+            .to_str()?
+            .strip_suffix(".framework")
+            .map(String::from)
+    })
 }
 
 impl Artifacts {
@@ -171,8 +173,12 @@ impl Artifacts {
             .into_iter()
             .find(|o| ninja.contains(&format!("\nbuild {o}:")))
             .ok_or_else(|| Error::new(format!("{} links no libmlx", ninja_file.display())))?;
-        let (objects, libraries) = link_statement(&ninja, shared)
-            .ok_or_else(|| Error::new(format!("cannot read the link of {shared} in {}", ninja_file.display())))?;
+        let (objects, libraries) = link_statement(&ninja, shared).ok_or_else(|| {
+            Error::new(format!(
+                "cannot read the link of {shared} in {}",
+                ninja_file.display()
+            ))
+        })?;
         if objects.is_empty() || objects.iter().any(|o| o.contains('$')) {
             return Err(Error::new(format!(
                 "the link of {shared} in {} lists no plain object files",
@@ -185,7 +191,8 @@ impl Artifacts {
         let link = link_lines(&libraries, &build, &dir)?;
         let archive = dir.join("libmlx.a");
         let stamp = dir.join("stamp");
-        if fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == self.build_key) && archive.is_file() {
+        if fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == self.build_key) && archive.is_file()
+        {
             return Ok(link);
         }
         let _ = fs::remove_file(&stamp);
@@ -197,7 +204,10 @@ impl Artifacts {
             .arg(&partial)
             .args(objects.iter().map(|o| build.join(o)))
             .output()
-            .map_err(io(format!("cannot run {} (binutils)", ar.to_string_lossy())))?;
+            .map_err(io(format!(
+                "cannot run {} (binutils)",
+                ar.to_string_lossy()
+            )))?;
         if !out.status.success() {
             return Err(Error::new(format!(
                 "{} could not archive MLX's objects: {}",
@@ -205,7 +215,8 @@ impl Artifacts {
                 String::from_utf8_lossy(&out.stderr)
             )));
         }
-        fs::rename(&partial, &archive).map_err(io(format!("cannot write {}", archive.display())))?;
+        fs::rename(&partial, &archive)
+            .map_err(io(format!("cannot write {}", archive.display())))?;
         fs::write(&stamp, &self.build_key).map_err(io("cannot write the archive's stamp"))?;
         Ok(link)
     }
@@ -256,7 +267,11 @@ mod tests {
             .map(String::from)
             .collect();
         let link = link_lines(&mac, &build, &out).unwrap();
-        let names: Vec<(LinkKind, &str)> = link.libs.iter().map(|(k, n)| (k.clone(), n.as_str())).collect();
+        let names: Vec<(LinkKind, &str)> = link
+            .libs
+            .iter()
+            .map(|(k, n)| (k.clone(), n.as_str()))
+            .collect();
         assert_eq!(
             names,
             [

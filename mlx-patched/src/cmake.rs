@@ -482,32 +482,34 @@ fn cache_key(
     upstream: &Upstream,
     args: &[String],
     opts: &Options,
+    tests: bool,
 ) -> Result<String, Error> {
     let mut key = Fingerprint::new(&format!("build {BUILD_LOGIC_VERSION}"));
     key.text("tree", &upstream.tree_id);
     for (p, only) in &recipe.patches {
         key.file(p)?.text("only", format!("{only:?}"));
     }
-    key.text("configure", configure_inputs(args, opts));
+    key.text("configure", configure_inputs(args, opts, tests));
     Ok(key.finish())
 }
 
-/// The CMake arguments of a variant installed into `prefix`: the host's,
-/// gguflib's source, and the system packages that stand in for MLX's
-/// downloads.
+/// The CMake arguments of a variant installed into `prefix`, with MLX's
+/// tests configured or not: the host's, gguflib's source, and the system
+/// packages that stand in for MLX's downloads.
 fn configure_args(
     upstream: &Upstream,
     opts: &Options,
     prefix: &Path,
+    tests: bool,
 ) -> Result<Vec<String>, Error> {
-    let mut args = cmake_args(opts, prefix);
+    let mut args = cmake_args(opts, prefix, tests);
     // GGUF support compiles gguflib in: from the pinned package, not git.
     let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
     args.push(format!(
         "-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}",
         gguflib.display()
     ));
-    args.extend(system::offline_dep_dirs(&opts.root, opts.backend)?);
+    args.extend(system::offline_dep_dirs(&opts.root, opts.backend, tests)?);
     Ok(args)
 }
 
@@ -517,7 +519,9 @@ fn configure_args(
 /// upstream's tree, every patch applied (the series, the fork-only ones of
 /// a sanitizer build, the variant's own), the CMake arguments (sanitizer
 /// flags and optimisation level included), the compilers and CMake, and the
-/// system packages. Evidence recorded for a build is keyed on this.
+/// system packages. Evidence recorded for a build is keyed on this: the
+/// inputs of the build with MLX's tests configured, a superset of the
+/// library's, whether or not the run needed the tests.
 pub fn build_inputs(
     variant: Variant,
     upstream: &Upstream,
@@ -532,6 +536,7 @@ pub fn build_inputs(
         upstream,
         opts,
         &variant_dir(opts, &recipe.name).join("prefix"),
+        true,
     )?
     .into_iter()
     .map(|a| {
@@ -544,7 +549,7 @@ pub fn build_inputs(
         "base",
         format!("{:?}", recipe.base.map(|(b, n)| (b.name, n))),
     );
-    f.text("key", cache_key(&recipe, upstream, &args, opts)?);
+    f.text("key", cache_key(&recipe, upstream, &args, opts, true)?);
     Ok(f.finish())
 }
 
@@ -563,13 +568,23 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let dir = variant_dir(opts, name);
     fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let (src, build, prefix) = (dir.join("src"), dir.join("build"), dir.join("prefix"));
-    let args = configure_args(upstream, opts, &prefix)?;
-    let key = cache_key(recipe, upstream, &args, opts)?;
+    // Two keys: of the library alone, and of the library with MLX's tests
+    // configured, which serves a request for the library too. The second
+    // reads doctest's files, so it is computed only where it can matter.
+    let lib_args = configure_args(upstream, opts, &prefix, false)?;
+    let lib_key = cache_key(recipe, upstream, &lib_args, opts, false)?;
+    let with_tests = || -> Result<(Vec<String>, String), Error> {
+        let args = configure_args(upstream, opts, &prefix, true)?;
+        let key = cache_key(recipe, upstream, &args, opts, true)?;
+        Ok((args, key))
+    };
+    // Whether CMake must configure afresh: the library's inputs only, so
+    // that configuring the tests later is done in place.
+    let inputs = configure_inputs(&lib_args, opts, false);
 
     // One build per variant at a time: build scripts of several packages and
     // xtask may all ask for the same variant concurrently.
     let _lock = lock_file(&dir.join("lock"))?;
-    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
     let stamp_path = dir.join("stamp");
     // The directory's name says the build (`patched`, `patched-asan`, ...).
     let shown = dir
@@ -579,40 +594,77 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let label = format!("MLX {shown}");
     let what = format!("MLX {shown} ({})", describe(upstream));
     let log_path = dir.join("build.log");
-    let stamp = read_stamp(&stamp_path).filter(|s| s.key == key && prefix.join("lib").is_dir());
-    if let Some(stamp) = &stamp {
-        if stamp.tests || !opts.tests {
-            return Ok(artifacts);
+    let found = read_stamp(&stamp_path).filter(|_| prefix.join("lib").is_dir());
+    if let Some(found) = &found {
+        let tested = match found.key == lib_key {
+            true => None,
+            false => with_tests().ok().filter(|(_, k)| *k == found.key),
+        };
+        if found.key == lib_key || tested.is_some() {
+            let artifacts = artifacts_in(&dir, recipe, upstream, opts, &found.key, None);
+            if !opts.tests || (tested.is_some() && found.tests) {
+                return Ok(artifacts);
+            }
+            // The library is current; only MLX's tests are missing. Configured
+            // in place when they are not yet, they compile alone.
+            check_system(opts.backend, true)?;
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(io("cannot open build.log"))?;
+            let key = match tested {
+                Some((_, key)) => key,
+                None => {
+                    let (args, key) = with_tests()?;
+                    configure(
+                        &src,
+                        &build,
+                        &args,
+                        &inputs,
+                        &log,
+                        &log_path,
+                        &format!("{label}: configuring MLX's tests"),
+                        opts.progress,
+                        &what,
+                    )?;
+                    key
+                }
+            };
+            build_targets(
+                &build,
+                true,
+                opts,
+                &log,
+                &log_path,
+                &format!("{label}: building MLX's tests"),
+                &what,
+            )?;
+            write_tests_script(
+                &artifacts.mlx_tests,
+                &build.join("tests/tests"),
+                &artifacts.lib_dir,
+            )?;
+            write_stamp(&stamp_path, &key, true, &about(upstream, recipe))?;
+            return Ok(Artifacts {
+                cached: false,
+                build_key: key,
+                ..artifacts
+            });
         }
-        // The library is current; only MLX's tests are missing.
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io("cannot open build.log"))?;
-        build_targets(
-            &build,
-            true,
-            opts,
-            &log,
-            &log_path,
-            &format!("{label}: building MLX's tests"),
-            &what,
-        )?;
-        write_tests_script(
-            &artifacts.mlx_tests,
-            &build.join("tests/tests"),
-            &artifacts.lib_dir,
-        )?;
-        rewrite_stamp_tests(&stamp_path, true)?;
-        return Ok(Artifacts {
-            cached: false,
-            ..artifacts
-        });
     }
 
-    check_system(opts.backend)?;
-    let what = if opts.tests {
+    // A build from the sources: with MLX's tests when asked for, or when the
+    // directory had them, so that a request for the library alone does not
+    // take them away from the suite's build.
+    let tests = opts.tests || found.as_ref().is_some_and(|s| s.tests);
+    let (args, key) = match tests {
+        true => with_tests()?,
+        false => (lib_args.clone(), lib_key.clone()),
+    };
+    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
+    check_system(opts.backend, tests)?;
+    let what = if tests {
         "the library and MLX's tests"
     } else {
         "the library"
@@ -633,7 +685,6 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
         &stamp_path,
     )?;
     let log = fs::File::create(&log_path).map_err(io("cannot create build.log"))?;
-    let inputs = configure_inputs(&args, opts);
     configure(
         &src,
         &build,
@@ -647,7 +698,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     )?;
     build_targets(
         &build,
-        opts.tests,
+        tests,
         opts,
         &log,
         &log_path,
@@ -681,7 +732,7 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
             log_path.display()
         );
     }
-    write_stamp(&stamp_path, &key, opts.tests, &about(upstream, recipe))?;
+    write_stamp(&stamp_path, &key, tests, &about(upstream, recipe))?;
     Ok(Artifacts {
         cached: false,
         ..artifacts
@@ -742,16 +793,6 @@ fn about(upstream: &Upstream, recipe: &Recipe) -> String {
     format!("from {}\npatches {}\n", describe(upstream), names.join(" "))
 }
 
-fn rewrite_stamp_tests(path: &Path, tests: bool) -> Result<(), Error> {
-    let text = fs::read_to_string(path).map_err(io("cannot read the stamp"))?;
-    let mut lines: Vec<&str> = text.lines().collect();
-    let line = if tests { "tests yes" } else { "tests no" };
-    if lines.len() > 1 {
-        lines[1] = line;
-    }
-    fs::write(path, lines.join("\n") + "\n").map_err(io("cannot write the stamp"))
-}
-
 /// Runs a CMake step; a failure is an error naming `what` was built, with
 /// the log's tail.
 pub(crate) fn run_cmake(
@@ -790,7 +831,7 @@ const CONFIGURE_INPUTS: &str = "fork-configure-inputs";
 /// (as the environment names them, and their versions), CMake's version and
 /// the system packages that stand in for MLX's downloads. The patches are
 /// not in it: ninja sees what they change from the sources' mtimes.
-pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
+pub(crate) fn configure_inputs(args: &[String], opts: &Options, tests: bool) -> String {
     let mut key = Fingerprint::new("configure 1");
     for a in args {
         key.text("arg", a);
@@ -801,7 +842,10 @@ pub(crate) fn configure_inputs(args: &[String], opts: &Options) -> String {
     key.text("c", tool_identity(&env.cc().unwrap_or_else(|| "cc".into())))
         .text("c++", tool_identity(&env.cxx_or_default()));
     key.text("cmake", tool_identity("cmake".as_ref()));
-    key.text("system", system::dependency_fingerprint(opts.backend));
+    key.text(
+        "system",
+        system::dependency_fingerprint(opts.backend, tests),
+    );
     key.finish()
 }
 
@@ -1157,10 +1201,10 @@ fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// CMake arguments for this host; part of the cache key. MLX's tests are
-/// always configured, and built only when asked for, so that adding them
-/// later compiles just the tests.
-fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
+/// CMake arguments for this host, with MLX's tests configured or not; part
+/// of the cache key. MLX's CMake configures its tests unless told not to,
+/// and they need doctest, which a library build must not.
+fn cmake_args(opts: &Options, prefix: &Path, tests: bool) -> Vec<String> {
     let mut args: Vec<String> = [
         "-G",
         "Ninja",
@@ -1168,7 +1212,11 @@ fn cmake_args(opts: &Options, prefix: &Path) -> Vec<String> {
         "-DBUILD_SHARED_LIBS=ON",
         "-DCMAKE_INSTALL_LIBDIR=lib",
         "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        "-DMLX_BUILD_TESTS=ON",
+        if tests {
+            "-DMLX_BUILD_TESTS=ON"
+        } else {
+            "-DMLX_BUILD_TESTS=OFF"
+        },
         "-DMLX_BUILD_EXAMPLES=OFF",
         "-DMLX_BUILD_BENCHMARKS=OFF",
         "-DMLX_BUILD_PYTHON_BINDINGS=OFF",
@@ -1258,19 +1306,28 @@ mod tests {
             progress: Progress::Quiet,
             sanitizer: None,
         };
-        let args = cmake_args(&opts, Path::new("/nowhere/prefix"));
-        for want in ["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF", "-DBUILD_SHARED_LIBS=ON"] {
+        let args = cmake_args(&opts, Path::new("/nowhere/prefix"), false);
+        for want in [
+            "-DMLX_BUILD_METAL=ON",
+            "-DMLX_BUILD_CUDA=OFF",
+            "-DBUILD_SHARED_LIBS=ON",
+        ] {
             assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
         }
         // The CPU build's offline switches are not for Metal, whose CMake
         // fetches metal-cpp.
-        assert!(!args.iter().any(|a| a.starts_with("-DFETCHCONTENT_FULLY_DISCONNECTED")));
+        assert!(!args
+            .iter()
+            .any(|a| a.starts_with("-DFETCHCONTENT_FULLY_DISCONNECTED")));
         let linux = Options {
             backend: Backend::for_target(Some("linux"), false),
             ..opts
         };
-        let args = cmake_args(&linux, Path::new("/nowhere/prefix"));
-        assert!(args.iter().any(|a| a == "-DMLX_BUILD_METAL=OFF"), "{args:?}");
+        let args = cmake_args(&linux, Path::new("/nowhere/prefix"), false);
+        assert!(
+            args.iter().any(|a| a == "-DMLX_BUILD_METAL=OFF"),
+            "{args:?}"
+        );
     }
 
     fn cache_entry(build: &Path, name: &str) -> Option<String> {

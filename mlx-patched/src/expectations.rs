@@ -431,13 +431,17 @@ mod tests {
         assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![0], vec![1]]).is_err());
         assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![]]).is_err());
         for cell in SERVER_CELLS {
-            assert_eq!(cell.expect(Expect::Fixed), ServerLeak::Never, "{}", cell.name());
+            assert_eq!(
+                cell.expect(Expect::Fixed),
+                ServerLeak::Never,
+                "{}",
+                cell.name()
+            );
         }
         // Each kind is present: deterministic leaks, intermittent ones and
         // negative controls.
-        let kinds = |f: fn(&ServerLeak) -> bool| {
-            SERVER_CELLS.iter().any(|c| f(&c.expect(Expect::Leaks)))
-        };
+        let kinds =
+            |f: fn(&ServerLeak) -> bool| SERVER_CELLS.iter().any(|c| f(&c.expect(Expect::Leaks)));
         assert!(kinds(|l| matches!(l, ServerLeak::EveryCycle { .. })));
         assert!(kinds(|l| matches!(l, ServerLeak::Intermittent { .. })));
         assert!(kinds(|l| *l == ServerLeak::Never));

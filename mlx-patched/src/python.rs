@@ -83,7 +83,7 @@ pub fn build_bindings(
         format!("-Dnanobind_DIR={}", target.nanobind_cmake_dir.display()),
         format!("-DPython_EXECUTABLE={}", target.python.display()),
     ];
-    let inputs = configure_inputs(&args, opts);
+    let inputs = configure_inputs(&args, opts, false);
     let mut key = Fingerprint::new("bindings 1");
     key.text("variant", &mlx.build_key)
         .text("python", &version)

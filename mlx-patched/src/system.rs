@@ -26,6 +26,8 @@ struct Need {
     what: &'static str,
     debian: &'static str,
     present: fn() -> bool,
+    /// Needed only when MLX's own tests are configured.
+    tests_only: bool,
 }
 
 fn has_cmd(cmd: &str, arg: &str) -> bool {
@@ -54,21 +56,25 @@ const LINUX_NEEDS: &[Need] = &[
         what: "cmake >= 3.25",
         debian: "cmake",
         present: cmake_is_new_enough,
+        tests_only: false,
     },
     Need {
         what: "ninja",
         debian: "ninja-build",
         present: || has_cmd("ninja", "--version"),
+        tests_only: false,
     },
     Need {
         what: "git",
         debian: "git",
         present: || has_cmd("git", "--version"),
+        tests_only: false,
     },
     Need {
         what: "a C++20 compiler",
         debian: "g++",
         present: || has_cmd("c++", "--version"),
+        tests_only: false,
     },
     Need {
         what: "BLAS (cblas.h)",
@@ -81,16 +87,19 @@ const LINUX_NEEDS: &[Need] = &[
                 "/usr/include/openblas/cblas.h",
             ])
         },
+        tests_only: false,
     },
     Need {
         what: "LAPACKE (lapacke.h)",
         debian: "liblapacke-dev",
         present: || any_file(&["/usr/include/lapacke.h", "/usr/include/openblas/lapacke.h"]),
+        tests_only: false,
     },
     Need {
         what: "nlohmann json",
         debian: "nlohmann-json3-dev",
         present: || any_file(&["/usr/include/nlohmann/json.hpp"]),
+        tests_only: false,
     },
     Need {
         what: "doctest",
@@ -99,16 +108,19 @@ const LINUX_NEEDS: &[Need] = &[
             any_file(&["/usr/include/doctest/doctest.h"])
                 && any_file(&["/usr/lib/cmake/doctest/doctest.cmake"])
         },
+        tests_only: true,
     },
     Need {
         what: "fmt",
         debian: "libfmt-dev",
         present: || any_file(&["/usr/include/fmt/format.h"]),
+        tests_only: false,
     },
 ];
 
-/// Checks what the build needs and names the exact install command for what is missing.
-pub fn check_system(backend: Backend) -> Result<(), Error> {
+/// Checks what the build needs (with MLX's own tests when `tests`) and
+/// names the exact install command for what is missing.
+pub fn check_system(backend: Backend, tests: bool) -> Result<(), Error> {
     if backend == Backend::Metal {
         let missing: Vec<&str> = [
             ("cmake", cmake_is_new_enough()),
@@ -131,11 +143,13 @@ pub fn check_system(backend: Backend) -> Result<(), Error> {
         what: "the CUDA toolkit (nvcc) and cuDNN",
         debian: "nvidia-cuda-toolkit nvidia-cudnn",
         present: || has_cmd("nvcc", "--version"),
+        tests_only: false,
     }];
     let extra: &[Need] = if backend == Backend::Cuda { &cuda } else { &[] };
     let missing: Vec<&Need> = LINUX_NEEDS
         .iter()
         .chain(extra)
+        .filter(|n| tests || !n.tests_only)
         .filter(|n| !(n.present)())
         .collect();
     if missing.is_empty() {
@@ -153,8 +167,9 @@ pub fn check_system(backend: Backend) -> Result<(), Error> {
 }
 
 /// `-DFETCHCONTENT_SOURCE_DIR_*` arguments that make MLX's FetchContent use
-/// Debian's json and doctest instead of downloading them.
-pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Error> {
+/// Debian's json, and doctest when MLX's tests are configured (`tests`),
+/// instead of downloading them.
+pub fn offline_dep_dirs(root: &Path, backend: Backend, tests: bool) -> Result<Vec<String>, Error> {
     if backend == Backend::Metal {
         return Ok(Vec::new());
     }
@@ -168,6 +183,10 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
         let _ = fs::remove_file(&nlohmann);
         std::os::unix::fs::symlink("/usr/include/nlohmann", &nlohmann)
             .map_err(|e| Error::new(format!("cannot link {}: {e}", nlohmann.display())))?;
+    }
+    let json_arg = format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display());
+    if !tests {
+        return Ok(vec![json_arg]);
     }
     // MLX's tests need a `doctest` target and `scripts/cmake/doctest.cmake`.
     let doctest = deps.join("doctest");
@@ -186,27 +205,30 @@ pub fn offline_dep_dirs(root: &Path, backend: Backend) -> Result<Vec<String>, Er
         write_if_changed(&doctest.join("scripts/cmake").join(script), &bytes)?;
     }
     Ok(vec![
-        format!("-DFETCHCONTENT_SOURCE_DIR_JSON={}", json.display()),
+        json_arg,
         format!("-DFETCHCONTENT_SOURCE_DIR_DOCTEST={}", doctest.display()),
     ])
 }
 
 /// The files of the system packages that stand in for MLX's downloaded
-/// dependencies (json, doctest, fmt), hashed: another version of them is
-/// another build. A missing file hashes as missing; the build's own check
-/// then names the package.
-pub fn dependency_fingerprint(backend: Backend) -> String {
+/// dependencies (json, fmt, and doctest when MLX's tests are configured),
+/// hashed: another version of them is another build. A missing file hashes
+/// as missing; the build's own check then names the package.
+pub fn dependency_fingerprint(backend: Backend, tests: bool) -> String {
     if backend == Backend::Metal {
         return "dependencies fetched by MLX's CMake".to_string();
     }
     let mut f = crate::Fingerprint::new("system dependencies 1");
-    for path in [
-        "/usr/include/nlohmann/json.hpp",
+    let doctest = [
         "/usr/lib/cmake/doctest/doctest.cmake",
         "/usr/lib/cmake/doctest/doctestAddTests.cmake",
         "/usr/include/doctest/doctest.h",
-        "/usr/include/fmt/core.h",
-    ] {
+    ];
+    let doctest: &[&str] = if tests { &doctest } else { &[] };
+    let paths = std::iter::once("/usr/include/nlohmann/json.hpp")
+        .chain(doctest.iter().copied())
+        .chain(["/usr/include/fmt/core.h"]);
+    for path in paths {
         f.text("path", path).bytes(
             "bytes",
             &fs::read(path).unwrap_or_else(|_| b"missing".to_vec()),

@@ -30,11 +30,11 @@ pub fn install() -> Result<()> {
         .collect();
     if !have("apt-get") || !have("dpkg-query") {
         if cfg!(target_os = "macos") {
-            return mlx_patched::check_system(mlx_patched::Backend::Metal)
+            return mlx_patched::check_system(mlx_patched::Backend::Metal, true)
                 .map_err(|e| e.to_string());
         }
         // Not Debian: the build's own check names what is missing.
-        mlx_patched::check_system(mlx_patched::Backend::Cpu).map_err(|e| e.to_string())?;
+        mlx_patched::check_system(mlx_patched::Backend::Cpu, true).map_err(|e| e.to_string())?;
         if !have("valgrind") {
             return Err(
                 "the test suite needs valgrind; install it with your system's package manager"

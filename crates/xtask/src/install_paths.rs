@@ -75,7 +75,10 @@ fn leftovers(python: &Path) -> Result<(Vec<String>, Vec<String>)> {
 /// sha256 of its bytes.
 fn loaded_libmlx(python: &Path) -> Result<(String, String)> {
     let out = Command::new(python)
-        .args(["-c", "import mlx.core\nfrom loaded_libmlx import loaded_libmlx\nprint(*loaded_libmlx())"])
+        .args([
+            "-c",
+            "import mlx.core\nfrom loaded_libmlx import loaded_libmlx\nprint(*loaded_libmlx())",
+        ])
         .env("PYTHONPATH", workspace_root().join("tests/python"))
         .output()
         .map_err(|e| e.to_string())?;
@@ -85,7 +88,10 @@ fn loaded_libmlx(python: &Path) -> Result<(String, String)> {
             "import mlx.core in {}: {} ({path:?}) {}",
             python.display(),
             out.status,
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         ));
     }
     let bytes = std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?;
@@ -129,13 +135,27 @@ struct Expected<'a> {
 fn judge(t: &mut Tally, rows: &mut Vec<String>, python: &Path, want: &Expected) -> Result<()> {
     let have = installed(python)?;
     let versions: Vec<Option<&String>> = ["mlx", "mlx-cpu"].iter().map(|n| have.get(*n)).collect();
-    t.check(versions.iter().all(|v| *v == Some(&want.version.to_string())), || {
-        format!("{}: mlx and mlx-cpu are {versions:?}, expected {} for both", want.what, want.version)
-    });
+    t.check(
+        versions
+            .iter()
+            .all(|v| *v == Some(&want.version.to_string())),
+        || {
+            format!(
+                "{}: mlx and mlx-cpu are {versions:?}, expected {} for both",
+                want.what, want.version
+            )
+        },
+    );
     let lib = loaded_libmlx(python);
     t.check(
         lib.as_ref().is_ok_and(|(_, sha)| sha == want.libmlx),
-        || format!("{}: the loaded libmlx is {lib:?}, expected the bytes {}", want.what, &want.libmlx[..16]),
+        || {
+            format!(
+                "{}: the loaded libmlx is {lib:?}, expected the bytes {}",
+                want.what,
+                &want.libmlx[..16]
+            )
+        },
     );
     let (script, _) = crate::python::report_script()?;
     let mib = report_mib(&run_python(python, &script, &[])?);
@@ -143,9 +163,10 @@ fn judge(t: &mut Tally, rows: &mut Vec<String>, python: &Path, want: &Expected) 
     let line = format!("{}: report.py prints {mib:?} MiB retained", want.what);
     println!("{line}");
     rows.push(format!("note\tPython install paths: {line}"));
-    t.check(mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)), || {
-        format!("{line}, expected {bound} every cycle")
-    });
+    t.check(
+        mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
+        || format!("{line}, expected {bound} every cycle"),
+    );
     Ok(())
 }
 
@@ -181,7 +202,10 @@ fn files(w: &[PathBuf]) -> Vec<String> {
 pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let fork = crate::python::build_wheel(Variant::PATCHED)?;
     let expectations = crate::expectations();
-    let fork_lib = libmlx_in_wheel(&mlx_patched::Env::process().python().as_ref(), &fork.library)?;
+    let fork_lib = libmlx_in_wheel(
+        &mlx_patched::Env::process().python().as_ref(),
+        &fork.library,
+    )?;
     let fork_state = |what| Expected {
         what,
         version: &fork.version,
@@ -201,17 +225,23 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let official = match crate::provenance::official_wheels()? {
         Ok(w) => w,
         Err(why) => {
-            let line = format!("the paths between upstream's wheels and the fork's: skipped: {why}");
+            let line =
+                format!("the paths between upstream's wheels and the fork's: skipped: {why}");
             println!("{line}");
             rows.push(format!("note\t{line}"));
             return Ok(());
         }
     };
     let interpreter = Command::new(mlx_patched::Env::process().python())
-        .args(["-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"])
+        .args([
+            "-c",
+            "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')",
+        ])
         .output()
         .map_err(|e| e.to_string())?;
-    let interpreter = String::from_utf8_lossy(&interpreter.stdout).trim().to_string();
+    let interpreter = String::from_utf8_lossy(&interpreter.stdout)
+        .trim()
+        .to_string();
     if interpreter != pin::WHEEL_PYTHON {
         let line = format!(
             "the paths between upstream's wheels and the fork's: skipped: the pinned official wheels are for CPython {}, this interpreter is {interpreter}",
@@ -222,7 +252,8 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
         return Ok(());
     }
     let official_dir = official[0].parent().unwrap().display().to_string();
-    let official_lib = libmlx_in_wheel(&mlx_patched::Env::process().python().as_ref(), &official[1])?;
+    let official_lib =
+        libmlx_in_wheel(&mlx_patched::Env::process().python().as_ref(), &official[1])?;
     let upstream_state = |what| Expected {
         what,
         version: pin::UPSTREAM_VERSION,
@@ -240,10 +271,18 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     // Upstream's `mlx[cpu]` first, then the fork's wheels over it.
     println!("upstream's mlx[cpu], then the fork's wheels:");
     let py = clean_venv("upgrade-venv")?;
-    pip(&py, &from_official(&[&format!("mlx[cpu]=={}", pin::UPSTREAM_VERSION)]))?;
+    pip(
+        &py,
+        &from_official(&[&format!("mlx[cpu]=={}", pin::UPSTREAM_VERSION)]),
+    )?;
     judge(t, rows, &py, &upstream_state("upstream's mlx[cpu] alone"))?;
     pip(&py, &install)?;
-    judge(t, rows, &py, &fork_state("the fork's wheels over upstream's"))?;
+    judge(
+        t,
+        rows,
+        &py,
+        &fork_state("the fork's wheels over upstream's"),
+    )?;
     uninstall_leaves_nothing(t, &py, "the fork's wheels over upstream's")?;
 
     // The fork first, then back to upstream with the README's command.
@@ -251,8 +290,16 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let py = clean_venv("downgrade-venv")?;
     pip(&py, &install)?;
     let back = back_to_upstream();
-    pip(&py, &from_official(&back.iter().map(String::as_str).collect::<Vec<_>>()))?;
-    judge(t, rows, &py, &upstream_state("upstream's wheels over the fork's"))?;
+    pip(
+        &py,
+        &from_official(&back.iter().map(String::as_str).collect::<Vec<_>>()),
+    )?;
+    judge(
+        t,
+        rows,
+        &py,
+        &upstream_state("upstream's wheels over the fork's"),
+    )?;
     uninstall_leaves_nothing(t, &py, "upstream's wheels over the fork's")?;
     Ok(())
 }
@@ -270,7 +317,15 @@ pub fn back_to_upstream() -> Vec<String> {
 
 /// `pip uninstall -y mlx mlx-cpu`, then no file of MLX may remain.
 fn uninstall_leaves_nothing(t: &mut Tally, python: &Path, what: &str) -> Result<()> {
-    pip(python, &["uninstall".into(), "-y".into(), "mlx".into(), "mlx-cpu".into()])?;
+    pip(
+        python,
+        &[
+            "uninstall".into(),
+            "-y".into(),
+            "mlx".into(),
+            "mlx-cpu".into(),
+        ],
+    )?;
     let (files, dirs) = leftovers(python)?;
     if !dirs.is_empty() {
         println!("  (pip left {} empty folders under mlx/)", dirs.len());
@@ -285,7 +340,12 @@ fn uninstall_leaves_nothing(t: &mut Tally, python: &Path, what: &str) -> Result<
 /// report's script type-checks, and a wrong use of `mx.sum` is caught by
 /// the type the stubs give it. Without the stubs both fail (measured: mypy
 /// then finds no attribute `sum` or `zeros` in `mlx.core`).
-pub fn type_check(t: &mut Tally, rows: &mut Vec<String>, python: &Path, wheels: &Wheels) -> Result<()> {
+pub fn type_check(
+    t: &mut Tally,
+    rows: &mut Vec<String>,
+    python: &Path,
+    wheels: &Wheels,
+) -> Result<()> {
     let cache = python_root()?.join("mypy-cache");
     let mypy = |file: &Path| -> Result<(bool, String)> {
         let out = Command::new(python)
@@ -296,12 +356,20 @@ pub fn type_check(t: &mut Tally, rows: &mut Vec<String>, python: &Path, wheels: 
             .map_err(|e| e.to_string())?;
         Ok((
             out.status.success(),
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
         ))
     };
     let (script, _) = crate::python::report_script()?;
     let (ok, said) = mypy(&script)?;
-    let line = format!("mypy on report.py against mlx {}: {}", wheels.version, said.lines().last().unwrap_or(""));
+    let line = format!(
+        "mypy on report.py against mlx {}: {}",
+        wheels.version,
+        said.lines().last().unwrap_or("")
+    );
     println!("{line}");
     rows.push(format!("note\t{line}"));
     t.check(ok, || format!("{line}\n{said}"));
@@ -312,12 +380,17 @@ pub fn type_check(t: &mut Tally, rows: &mut Vec<String>, python: &Path, wheels: 
     )
     .map_err(|e| e.to_string())?;
     let (ok, said) = mypy(&wrong)?;
-    let caught = !ok && said.contains("Incompatible types in assignment") && said.contains("\"array\"");
+    let caught =
+        !ok && said.contains("Incompatible types in assignment") && said.contains("\"array\"");
     println!(
         "mypy on a str assigned from mx.sum: {}",
-        said.lines().find(|l| l.contains("error")).unwrap_or("no error")
+        said.lines()
+            .find(|l| l.contains("error"))
+            .unwrap_or("no error")
     );
-    t.check(caught, || format!("mypy did not see mx.sum's type through the stubs:\n{said}"));
+    t.check(caught, || {
+        format!("mypy did not see mx.sum's type through the stubs:\n{said}")
+    });
     Ok(())
 }
 
@@ -329,7 +402,11 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> 
     let digests = |w: &Wheels| -> Result<Vec<String>> {
         w.files()
             .iter()
-            .map(|f| std::fs::read(f).map(|b| sha256_hex(&b)).map_err(|e| format!("{}: {e}", f.display())))
+            .map(|f| {
+                std::fs::read(f)
+                    .map(|b| sha256_hex(&b))
+                    .map_err(|e| format!("{}: {e}", f.display()))
+            })
             .collect()
     };
     let before = digests(&first)?;
@@ -362,7 +439,11 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> 
     }
     let python = crate::python::build_target()?.python;
     for (w, frontend) in [(&wheels.frontend, true), (&wheels.library, false)] {
-        let name = w.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = w
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let out = Command::new(&python)
             .args(["-m", "auditwheel", "show", "--json"])
             .arg(w)
@@ -392,7 +473,13 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> 
                 && found.starts_with("manylinux")
                 && name.ends_with(&format!("-{found}.whl"))
                 && outside.iter().all(|l| allowed.contains(&l.as_str())),
-            || format!("{line} ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)),
+            || {
+                format!(
+                    "{line} ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            },
         );
     }
     Ok(())

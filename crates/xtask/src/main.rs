@@ -4,6 +4,7 @@ mod candidate;
 mod demo;
 mod deps;
 mod fuzz;
+mod install_paths;
 mod mlx_lm;
 mod mlx_rs;
 mod provenance;
@@ -12,7 +13,6 @@ mod rebase;
 mod sanitize;
 mod upstream;
 mod wheel;
-mod install_paths;
 
 use mlx_patched::{Env, Expectations, Options, Progress, Variant};
 use std::path::PathBuf;
@@ -56,10 +56,11 @@ usage: cargo xtask <command>
                               version or a checkout), build and measure both variants there,
                               run the suite against it and give a verdict per patch: still
                               needed, redundant or broken. --apply moves the pin.
-  sanitize [address|thread] [--record]
+  sanitize [address|thread] [--record | --check]
                               build every variant with sanitizers and the live-descriptor census,
                               run MLX's suite, the probes and the Rust API tests on each and
-                              print the reports by kind (long: not part of `test`)
+                              print the reports by kind (long: not part of `test`); --check
+                              only says whether the recorded run is current for this tree
   fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address]
   fuzz --target <carrier-version> [...]
                               random-program search over MLX's graph lifetimes (leaks, crashes,

@@ -209,7 +209,13 @@ const RERUNS: u32 = 10;
 
 /// Runs `id` alone on `variant` up to `times` times: the run in which it
 /// first failed, if it did.
-fn first_failure(variant: Variant, python: &Path, root: &Path, id: &str, times: u32) -> Result<Option<u32>> {
+fn first_failure(
+    variant: Variant,
+    python: &Path,
+    root: &Path,
+    id: &str,
+    times: u32,
+) -> Result<Option<u32>> {
     let results = python_root()?.join(variant.name).join("mlx-lm-rerun.jsonl");
     for run in 1..=times {
         let _ = std::fs::remove_file(&results);
@@ -219,9 +225,8 @@ fn first_failure(variant: Variant, python: &Path, root: &Path, id: &str, times: 
             .map_err(|e| format!("cannot run pytest: {e}"))?;
         let text = std::fs::read_to_string(&results).unwrap_or_default();
         let passed = text.lines().any(|l| {
-            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| {
-                v["event"] == "result" && v["id"] == id && v["outcome"] == "passed"
-            })
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v["event"] == "result" && v["id"] == id && v["outcome"] == "passed")
         });
         if !passed {
             return Ok(Some(run));
@@ -241,8 +246,11 @@ fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<(Suite, (us
         .arg("tests")
         .output()
         .map_err(|e| format!("cannot run pytest: {e}"))?;
-    std::fs::write(&log, [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat())
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        &log,
+        [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
+    )
+    .map_err(|e| e.to_string())?;
     let text = std::fs::read_to_string(&results).unwrap_or_default();
     let mut suite = Suite::new();
     let mut running = None;
@@ -250,8 +258,8 @@ fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<(Suite, (us
     let mut loaded = Vec::new();
     let mut imported = String::new();
     for line in text.lines() {
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("{}: {e}: {line}", results.display()))?;
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| format!("{}: {e}: {line}", results.display()))?;
         let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
         match s("event").as_str() {
             "start" => running = Some(s("id")),
@@ -268,7 +276,11 @@ fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<(Suite, (us
             "loaded" => {
                 loaded = v["libmlx"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(|p| p.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|p| p.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 imported = s("mlx_lm");
             }
@@ -402,7 +414,13 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
             && ["mlx", "mlx-cpu"]
                 .iter()
                 .all(|n| installed.get(*n) == Some(&wheels.version)),
-        || format!("after `pip {}` over the fork: {} ({names}; {installed:?})", args.join(" "), out.status),
+        || {
+            format!(
+                "after `pip {}` over the fork: {} ({names}; {installed:?})",
+                args.join(" "),
+                out.status
+            )
+        },
     );
     let lib = check_loaded(Variant::PATCHED, &python, &loaded);
     t.check(lib.is_ok(), || {
@@ -417,23 +435,22 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
         report.display().to_string(),
         format!("mlx-lm[cpu]=={version}"),
     ])?;
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&report).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
     let would: Vec<String> = json["install"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|i| i["metadata"]["name"].as_str().map(|n| n.to_lowercase()))
         .collect();
-    let line = format!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
+    let line =
+        format!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
     println!("{line}");
     rows.push(format!("note\t{line}"));
-    t.check(
-        !would.iter().any(|n| n == "mlx" || n == "mlx-cpu"),
-        || line.clone(),
-    );
+    t.check(!would.iter().any(|n| n == "mlx" || n == "mlx-cpu"), || {
+        line.clone()
+    });
     Ok(())
 }
 
@@ -446,7 +463,10 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let variants = [Variant::PRISTINE, Variant::PATCHED];
     let mut envs = Vec::new();
     for v in variants {
-        eprintln!("mlx-lm: the {} environment (the fork's wheel, then {REQUIREMENTS})", v.name);
+        eprintln!(
+            "mlx-lm: the {} environment (the fork's wheel, then {REQUIREMENTS})",
+            v.name
+        );
         envs.push((v, environment(v)?));
     }
 
@@ -512,7 +532,14 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         for (v, python) in &envs {
             let expect = cell.expect(expectations.verdict(v));
             let cycles = cell.cycles.to_string();
-            let args = ["--arch", cell.arch, "--cell", cell.workload, "--cycles", &cycles];
+            let args = [
+                "--arch",
+                cell.arch,
+                "--cell",
+                cell.workload,
+                "--cycles",
+                &cycles,
+            ];
             // The first process alone (it JIT-builds the cell's kernels,
             // which MLX writes in place: two processes building the same
             // one can load it half-written), then the rest two at a time.
@@ -533,7 +560,10 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                         .collect();
                     handles
                         .into_iter()
-                        .map(|h| h.join().unwrap_or_else(|_| Err("a runner thread panicked".into())))
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err("a runner thread panicked".into()))
+                        })
                         .collect()
                 });
                 for records in done {
@@ -559,7 +589,9 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             ));
         }
         let same = digests.windows(2).all(|w| w[0] == w[1]) && !digests[0].is_empty();
-        t.check(same, || format!("{}: the variants computed different bits", cell.name()));
+        t.check(same, || {
+            format!("{}: the variants computed different bits", cell.name())
+        });
         rows.push(format!(
             "{}\t{}\tbit-identical={}",
             cell.name(),
@@ -692,7 +724,10 @@ pub fn curve_cmd(args: &[String]) -> Result<()> {
     for i in 0..cycles as usize {
         tsv += &format!("{}", i + 1);
         for (_, totals) in &series {
-            tsv += &format!("\t{:.2}", totals.get(i).copied().unwrap_or(0) as f64 / 1048576.0);
+            tsv += &format!(
+                "\t{:.2}",
+                totals.get(i).copied().unwrap_or(0) as f64 / 1048576.0
+            );
         }
         tsv.push('\n');
     }
@@ -752,7 +787,9 @@ fn draw(path: &Path, series: &[(&str, Vec<i64>)], weights: i64) -> Result<()> {
             .draw_series(LineSeries::new(points, color.stroke_width(3)))
             .map_err(|x| e(&x))?
             .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+            });
     }
     chart
         .configure_series_labels()
@@ -770,7 +807,10 @@ mod tests {
     #[test]
     fn the_pinned_mlx_lm_is_read_with_its_hashes() {
         let (version, block) = super::mlx_lm_requirement().unwrap();
-        assert!(version.chars().next().is_some_and(|c| c.is_ascii_digit()), "{version}");
+        assert!(
+            version.chars().next().is_some_and(|c| c.is_ascii_digit()),
+            "{version}"
+        );
         assert!(block.starts_with("mlx-lm=="), "{block}");
         assert!(block.matches("--hash=sha256:").count() >= 2, "{block}");
         assert!(!block.contains("# via"), "{block}");

@@ -176,9 +176,14 @@ fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
     }
     let manifest = std::fs::read_to_string(from.join("Cargo.toml")).map_err(|e| e.to_string())?;
     let sys = workspace_root().join("crates/mlx-sys");
-    let patched = manifest.replace("\"../../crates/mlx-sys\"", &format!("{:?}", sys.display().to_string()));
+    let patched = manifest.replace(
+        "\"../../crates/mlx-sys\"",
+        &format!("{:?}", sys.display().to_string()),
+    );
     if patched == manifest {
-        return Err(format!("tests/{name}/Cargo.toml has no `[patch]` path ../../crates/mlx-sys"));
+        return Err(format!(
+            "tests/{name}/Cargo.toml has no `[patch]` path ../../crates/mlx-sys"
+        ));
     }
     std::fs::write(copy.join("Cargo.toml"), patched).map_err(|e| e.to_string())?;
     let out = cargo()
@@ -187,7 +192,11 @@ fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("cargo vendor in {}: {}", copy.display(), String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "cargo vendor in {}: {}",
+            copy.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     std::fs::write(copy.join(".cargo/config.toml"), &out.stdout).map_err(|e| e.to_string())?;
     Ok(copy)
@@ -531,7 +540,10 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
 fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let mut t = crate::Tally::new();
     let target = target_dir()?.join("mlx-sys-dependent");
-    let copy = vendored_copy("mlx-sys-dependent", &["src", "csrc", "build.rs", "Cargo.lock"])?;
+    let copy = vendored_copy(
+        "mlx-sys-dependent",
+        &["src", "csrc", "build.rs", "Cargo.lock"],
+    )?;
     let project = |args: &[&str]| {
         let mut c = cargo();
         c.current_dir(&copy)
@@ -546,7 +558,9 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         without_network(&mut c);
         c
     };
-    eprintln!("building a vendored copy of tests/mlx-sys-dependent offline (only the [patch] line)");
+    eprintln!(
+        "building a vendored copy of tests/mlx-sys-dependent offline (only the [patch] line)"
+    );
     crate::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");
     let direct = Command::new(&exe)
@@ -554,18 +568,33 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         .output()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let said = String::from_utf8_lossy(&direct.stdout).to_string();
-    println!("{} run directly: {} {}", exe.display(), direct.status, said.trim().replace('\n', "; "));
-    rows.push(format!("note\tmlx-sys dependent, run directly: {}", said.trim().replace('\n', "; ")));
-    t.check(direct.status.success() && said.contains("twice(1.5) = 3\n"), || {
-        format!(
-            "{} run directly: {} {said}{}",
-            exe.display(),
-            direct.status,
-            String::from_utf8_lossy(&direct.stderr)
-        )
-    });
+    println!(
+        "{} run directly: {} {}",
+        exe.display(),
+        direct.status,
+        said.trim().replace('\n', "; ")
+    );
+    rows.push(format!(
+        "note\tmlx-sys dependent, run directly: {}",
+        said.trim().replace('\n', "; ")
+    ));
+    t.check(
+        direct.status.success() && said.contains("twice(1.5) = 3\n"),
+        || {
+            format!(
+                "{} run directly: {} {said}{}",
+                exe.display(),
+                direct.status,
+                String::from_utf8_lossy(&direct.stderr)
+            )
+        },
+    );
     if cfg!(target_os = "linux") {
-        let elf = Command::new("readelf").arg("-d").arg(&exe).output().map_err(|e| e.to_string())?;
+        let elf = Command::new("readelf")
+            .arg("-d")
+            .arg(&exe)
+            .output()
+            .map_err(|e| e.to_string())?;
         let needed = String::from_utf8_lossy(&elf.stdout).to_string();
         t.check(elf.status.success() && !needed.contains("libmlx"), || {
             format!("{} needs a shared libmlx: {needed}", exe.display())
@@ -585,8 +614,9 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     }
     let again = project(&["build"]).output().map_err(|e| e.to_string())?;
     let stderr = String::from_utf8_lossy(&again.stderr).to_string();
-    t.check(again.status.success() && !stderr.contains("warning"), || {
-        format!("a no-op build of tests/mlx-sys-dependent warned: {stderr}")
-    });
+    t.check(
+        again.status.success() && !stderr.contains("warning"),
+        || format!("a no-op build of tests/mlx-sys-dependent warned: {stderr}"),
+    );
     Ok((t.passed, t.failures))
 }

@@ -172,7 +172,11 @@ pub fn official_wheels() -> Result<std::result::Result<Vec<PathBuf>, String>> {
     for (w, f) in wheels.iter().zip(&files) {
         let digest = sha256_of(f)?;
         if Some(&digest) != w.sha256.as_ref() {
-            return Err(format!("{} has sha256 {digest}, the pin says {:?}", f.display(), w.sha256));
+            return Err(format!(
+                "{} has sha256 {digest}, the pin says {:?}",
+                f.display(),
+                w.sha256
+            ));
         }
     }
     Ok(Ok(files))

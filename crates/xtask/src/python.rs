@@ -167,7 +167,12 @@ pub(crate) fn build_target() -> Result<PythonTarget> {
 pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
     use std::sync::Mutex;
     static BUILT: Mutex<Vec<(&'static str, crate::wheel::Wheels)>> = Mutex::new(Vec::new());
-    if let Some((_, w)) = BUILT.lock().unwrap().iter().find(|(n, _)| *n == variant.name) {
+    if let Some((_, w)) = BUILT
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(n, _)| *n == variant.name)
+    {
         if w.files().iter().all(|f| f.is_file()) {
             return Ok(w.clone());
         }
@@ -505,7 +510,12 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let mut t = crate::Tally::new();
     crate::install_paths::check(&mut t, rows)?;
     let patched_python = &pythons[1].1;
-    crate::install_paths::type_check(&mut t, rows, patched_python, &build_wheel(Variant::PATCHED)?)?;
+    crate::install_paths::type_check(
+        &mut t,
+        rows,
+        patched_python,
+        &build_wheel(Variant::PATCHED)?,
+    )?;
     crate::install_paths::reproducible(&mut t, rows, Variant::PATCHED)?;
     crate::install_paths::platform_tags(&mut t, rows, &build_wheel(Variant::PATCHED)?)?;
     passed += t.passed;

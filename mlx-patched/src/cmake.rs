@@ -597,9 +597,10 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     let log_path = dir.join("build.log");
     let found = read_stamp(&stamp_path).filter(|_| prefix.join("lib").is_dir());
     if let Some(found) = &found {
-        let tested = match found.key == lib_key {
-            true => None,
-            false => with_tests().ok().filter(|(_, k)| *k == found.key),
+        let tested = if found.key == lib_key {
+            None
+        } else {
+            with_tests().ok().filter(|(_, k)| *k == found.key)
         };
         if found.key == lib_key || tested.is_some() {
             let artifacts = artifacts_in(&dir, recipe, upstream, opts, &found.key, None);
@@ -659,9 +660,10 @@ fn build_recipe(recipe: &Recipe, upstream: &Upstream, opts: &Options) -> Result<
     // directory had them, so that a request for the library alone does not
     // take them away from the suite's build.
     let tests = opts.tests || found.as_ref().is_some_and(|s| s.tests);
-    let (args, key) = match tests {
-        true => with_tests()?,
-        false => (lib_args.clone(), lib_key.clone()),
+    let (args, key) = if tests {
+        with_tests()?
+    } else {
+        (lib_args.clone(), lib_key.clone())
     };
     let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
     check_system(opts.backend, tests)?;

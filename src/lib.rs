@@ -32,6 +32,9 @@ pub struct Variant {
     pub multi_output_ops: &'static str,
     /// `crates/probes/cpp/transformer.cpp`: a fused-QKV transformer stack.
     pub transformer: &'static str,
+    /// `crates/probes/cpp/release_race.cpp`: a group's outputs let go of on
+    /// several threads at once.
+    pub release_race: &'static str,
 }
 
 /// Every variant of `mlx_patched::VARIANTS`, in its order (control first).

@@ -41,7 +41,7 @@ pub use cmake::{
     Artifacts, Backend, Options, Sanitizer,
 };
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
-pub use expectations::{Bound, Cell, Expectations, ServerCell, ServerLeak, SERVER_CELLS};
+pub use expectations::{Bound, Cell, Expectations, Race, ServerCell, ServerLeak, RACE, SERVER_CELLS};
 pub use fingerprint::Fingerprint;
 pub use progress::Progress;
 pub use python::{build_bindings, Bindings, PythonTarget};

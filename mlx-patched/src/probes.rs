@@ -34,6 +34,10 @@ pub const CPP_PROBES: &[Probe] = &[
         name: "transformer",
         under_sanitizers: true,
     },
+    Probe {
+        name: "release_race",
+        under_sanitizers: true,
+    },
 ];
 
 /// The directory of the probes' sources and the headers they share.

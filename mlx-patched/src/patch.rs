@@ -2,7 +2,9 @@
 //! Most patches are the fix, sent upstream. A patch whose message has a
 //! `Fork-only:` line is a debug aid the fork keeps for itself: it is built
 //! only into the builds that ask for it (the sanitizer builds), on every
-//! variant, and never sent upstream.
+//! variant, and never sent upstream. A fix that changes code another fix
+//! adds names it in a `Depends-on:` line: its pull request is staged on top
+//! of that one's.
 
 use crate::Error;
 use std::path::{Path, PathBuf};
@@ -30,15 +32,47 @@ pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 /// The line that marks a patch's message as fork-only (see the module docs).
 pub const FORK_ONLY_MARKER: &str = "Fork-only:";
 
-/// Whether the message of `patch` (the part before its first `---` line)
-/// marks it fork-only.
-pub fn is_fork_only(patch: &Path) -> Result<bool, Error> {
+/// The lines of the message of `patch`: the part before its first `---`.
+fn message_lines(patch: &Path) -> Result<Vec<String>, Error> {
     let text = std::fs::read_to_string(patch)
         .map_err(|e| Error::new(format!("cannot read {}: {e}", patch.display())))?;
     Ok(text
         .lines()
         .take_while(|l| *l != "---")
+        .map(str::to_string)
+        .collect())
+}
+
+/// Whether the message of `patch` marks it fork-only.
+pub fn is_fork_only(patch: &Path) -> Result<bool, Error> {
+    Ok(message_lines(patch)?
+        .iter()
         .any(|l| l.starts_with(FORK_ONLY_MARKER)))
+}
+
+/// The line that names a fix this one applies on top of (see the module docs).
+pub const DEPENDS_ON_MARKER: &str = "Depends-on:";
+
+/// The fixes `patch` applies on top of, as files of `dir`, in the order
+/// its message names them. A name that is not a patch of `dir` is an error.
+pub fn depends_on(patch: &Path, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    message_lines(patch)?
+        .iter()
+        .filter_map(|l| l.strip_prefix(DEPENDS_ON_MARKER))
+        .map(|stem| {
+            let file = dir.join(format!("{}.patch", stem.trim()));
+            if file.is_file() {
+                Ok(file)
+            } else {
+                Err(Error::new(format!(
+                    "{} depends on `{}`, which is not a patch of {}",
+                    patch.display(),
+                    stem.trim(),
+                    dir.display()
+                )))
+            }
+        })
+        .collect()
 }
 
 /// The fix: the series without its fork-only patches. This is what the

@@ -94,7 +94,7 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
                 ));
             }
             println!(
-                "\nEach of the {} fixes applies alone with `git am` onto upstream v{} ({}tree {}).\n\
+                "\nEach of the {} fixes applies with `git am` onto upstream v{} ({}tree {}), alone or on the fixes its `Depends-on:` lines name.\n\
                  {}/<patch>/ holds each pull request: series/ the patch, pull-request.md the description, and branch `main`\n\
                  of tree/ the applied tree (rebase onto upstream main before opening it: `git -C <tree> rebase --onto <upstream-main> HEAD~`).",
                 series.len(),
@@ -199,6 +199,22 @@ fn stage(
                 &format!("MLX v{version} (upstream tree {tree})"),
             ],
         )?;
+        // The fixes this one is written on top of come first, each its own
+        // commit: the pull request builds on theirs.
+        let dependencies = patch::depends_on(p, p.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| e.to_string())?;
+        let mut applied = Ok(());
+        for d in &dependencies {
+            applied = applied.and_then(|()| {
+                git(&out, &["am", "--quiet", &d.display().to_string()]).map(drop)
+            });
+        }
+        if let Err(e) = applied {
+            let _ = git(&out, &["am", "--abort"]);
+            let _ = std::fs::remove_dir_all(&pr);
+            staged.push((stem, Err(format!("a fix it depends on does not apply: {e}"))));
+            continue;
+        }
         let path = p.display().to_string();
         if let Err(e) = git(&out, &["am", "--quiet", &path]) {
             let _ = git(&out, &["am", "--abort"]);
@@ -234,11 +250,15 @@ fn stage(
                 "--zero-commit",
                 "-o",
                 &pr.join("series").display().to_string(),
-                "HEAD~",
+                &format!("HEAD~{}", dependencies.len() + 1),
             ],
         )?;
         let stat = git(&out, &["diff", "--stat", "HEAD~"])?;
-        let message = git(&out, &["log", "-1", "--format=%B"])?;
+        let mut message = git(&out, &["log", "-1", "--format=%B"])?;
+        for d in &dependencies {
+            let name = d.file_stem().unwrap_or_default().to_string_lossy();
+            message += &format!("\n\nThis pull request builds on {name}, whose commit comes first in its branch and in series/.");
+        }
         std::fs::write(
             pr.join("pull-request.md"),
             description(&message, &stat, fingerprint.filter(|_| i == 0)),

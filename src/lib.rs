@@ -35,6 +35,9 @@ pub struct Variant {
     /// `crates/probes/cpp/release_race.cpp`: a group's outputs let go of on
     /// several threads at once.
     pub release_race: &'static str,
+    /// `crates/probes/cpp/kernel_cache_race.cpp`: one of several processes
+    /// building the same CPU kernels into one cache folder at once.
+    pub kernel_cache_race: &'static str,
 }
 
 /// Every variant of `mlx_patched::VARIANTS`, in its order (control first).

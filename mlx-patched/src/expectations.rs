@@ -502,3 +502,30 @@ impl Race {
         name == Variant::PRISTINE.name
     }
 }
+
+/// The kernel-cache race (`crates/probes/cpp/kernel_cache_race.cpp`, run by
+/// `tests/kernel_cache_race.rs`): `processes` processes build the same
+/// `kernels` CPU kernels at one instant into one empty cache folder, in
+/// `rounds` independent rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelCacheRace {
+    pub processes: usize,
+    pub rounds: usize,
+    pub kernels: i64,
+}
+
+/// Measured on the control: 5 and 6 of 8 processes failed in two rounds.
+pub const KERNEL_CACHE_RACE: KernelCacheRace = KernelCacheRace {
+    processes: 8,
+    rounds: 3,
+    kernels: 12,
+};
+
+impl KernelCacheRace {
+    /// Whether some process must fail on the variant called `name`: on the
+    /// control of the pinned upstream, which writes each library in place
+    /// (upstream builds under a temporary name by 0.32.4), and on no fix.
+    pub fn shows_on(&self, expectations: &Expectations, name: &str) -> bool {
+        name == Variant::PRISTINE.name && !expectations.upstream_fixed()
+    }
+}

@@ -32,7 +32,7 @@ pub mod progress;
 mod python;
 pub mod record;
 mod source;
-mod system;
+pub mod system;
 mod variant;
 
 pub use archive::{LinkKind, StaticLink};
@@ -41,7 +41,10 @@ pub use cmake::{
     Artifacts, Backend, Options, Sanitizer,
 };
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
-pub use expectations::{Bound, Cell, Expectations, Race, ServerCell, ServerLeak, RACE, SERVER_CELLS};
+pub use expectations::{
+    Bound, Cell, Expectations, KernelCacheRace, Race, ServerCell, ServerLeak, KERNEL_CACHE_RACE, RACE,
+    SERVER_CELLS,
+};
 pub use fingerprint::Fingerprint;
 pub use progress::Progress;
 pub use python::{build_bindings, Bindings, PythonTarget};

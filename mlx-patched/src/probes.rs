@@ -38,6 +38,10 @@ pub const CPP_PROBES: &[Probe] = &[
         name: "release_race",
         under_sanitizers: true,
     },
+    Probe {
+        name: "kernel_cache_race",
+        under_sanitizers: false,
+    },
 ];
 
 /// The directory of the probes' sources and the headers they share.

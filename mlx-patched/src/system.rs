@@ -245,3 +245,20 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         .map_err(|e| Error::new(format!("cannot create {}: {e}", path.display())))?;
     fs::write(path, bytes).map_err(|e| Error::new(format!("cannot write {}: {e}", path.display())))
 }
+
+/// Refuses to run where MLX's CPU `compile` does nothing (no working g++,
+/// or `MLX_DISABLE_COMPILE`): there neither the leak nor the kernel cache
+/// can show, and a check that passed would say nothing.
+pub fn cpu_compile_works() -> Result<(), Error> {
+    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
+        return Err(Error::new(
+            "MLX_DISABLE_COMPILE is set: compile does nothing, so the leak checks cannot see the leak; unset it",
+        ));
+    }
+    match Command::new("g++").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err(Error::new(
+            "`g++ --version` fails: MLX's CPU backend compiles nothing without it, so the leak checks cannot see the leak (Debian/Ubuntu: apt-get install g++)",
+        )),
+    }
+}

@@ -131,17 +131,8 @@ fn sdist() -> Result<PathBuf> {
     Ok(root)
 }
 
-/// Refuses to run where `mx.compile` does nothing (no working g++ on CPU,
-/// or `MLX_DISABLE_COMPILE`): there the leak cannot show, and a check that
-/// passed would say nothing.
 fn compile_works() -> Result<()> {
-    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
-        return Err("MLX_DISABLE_COMPILE is set: mx.compile does nothing, so the leak checks cannot see the leak; unset it".into());
-    }
-    match Command::new("g++").arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        _ => Err("`g++ --version` fails: MLX's CPU backend compiles nothing without it, so the leak checks cannot see the leak (Debian/Ubuntu: apt-get install g++)".into()),
-    }
+    mlx_patched::system::cpu_compile_works().map_err(|e| e.to_string())
 }
 
 /// The libmlx a run loaded must be the one the variant's library wheel

@@ -532,8 +532,10 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 &cycles,
             ];
             // The first process alone (it JIT-builds the cell's kernels,
-            // which MLX writes in place: two processes building the same
-            // one can load it half-written), then the rest two at a time.
+            // which the control writes in place: two processes building the
+            // same one can load it half-written, finding 008; the fork's
+            // 0009 fixes that, the control keeps it), then the rest two at a
+            // time.
             let first = server_run(*v, python, &args)?;
             let weights = first
                 .iter()

@@ -54,8 +54,8 @@ pub const RUST_VARIANTS: &[(&str, Option<&str>)] =
 pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
     use Program::*;
     if sanitizer == Sanitizer::Thread {
-        // The threaded scenario, and the compile cache filled and emptied
-        // from two threads at once, with small weights.
+        // The threaded scenario, the compile cache filled and emptied from
+        // two threads at once, with small weights, and the release race.
         return vec![
             planned(
                 "threads",
@@ -87,6 +87,9 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
                     "2",
                 ],
             ),
+            // A group's outputs let go of on two and three threads at once,
+            // and against an evaluation or a copy of a sibling.
+            planned("release race", Probe("release_race"), &["100"]),
         ];
     }
     let mut list = vec![
@@ -135,6 +138,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
             ],
         ),
         planned("held output", Probe("held_output"), &[]),
+        planned("release race", Probe("release_race"), &["100"]),
         planned(
             "transformer",
             Probe("transformer"),

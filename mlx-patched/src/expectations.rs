@@ -472,6 +472,9 @@ pub struct Race {
     pub trials: u32,
     pub processes: usize,
     pub scenarios: usize,
+    /// Trials per process of the same race through mlx-rs
+    /// (`tests/mlx-rs`, `--race`): one `split`, dropped on two threads.
+    pub mlx_rs_trials: u32,
 }
 
 /// Measured on the control (4 processes of 1,000 trials per scenario): 72
@@ -482,6 +485,7 @@ pub const RACE: Race = Race {
     trials: 500,
     processes: 4,
     scenarios: 39,
+    mlx_rs_trials: 2000,
 };
 
 impl Race {

@@ -9,6 +9,7 @@ mod mlx_lm;
 mod mlx_rs;
 mod provenance;
 mod python;
+mod race;
 mod rebase;
 mod sanitize;
 mod upstream;
@@ -67,6 +68,10 @@ usage: cargo xtask <command>
                               transforms that fail where eager does not); prints programs/s and
                               the findings, each shrunk and written as C++ under target/fuzz/.
                               `fuzz print <seed> <index> [--python]`: a seeded program as C++ (or Python)
+  race [--variant V] [--trials N] [--processes P]
+                              the release race of tests/release_race.rs at length: N trials of each
+                              scenario (default 1,000,000 on patched) over P processes (default 10);
+                              fails if a fixed variant leaks in any trial
   docs                        write the pages generated from the code (docs/variables.md)
   try <name> <patch>...       build upstream + a candidate fix (plus the series' tests) and run
                               the leak scenario, the held-output check and MLX's suite on it
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
         Some("leak-curve") => mlx_lm::curve_cmd(rest),
         Some("upstream-pr") => upstream::upstream_pr(rest),
         Some("rebase") => rebase::run(rest),
+        Some("race") => race::run(rest),
         Some("try") => candidate::run(rest),
         Some("sanitize") => sanitize::run(rest),
         Some("fuzz") => fuzz::run(rest),

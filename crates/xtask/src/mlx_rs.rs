@@ -238,6 +238,50 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
             }
             runs.insert((variant.name, cell), run);
         }
+        // The release race in safe Rust, over processes: the control must
+        // leak in every one, a fix in no trial of any.
+        let trials = mlx_patched::RACE.mlx_rs_trials.to_string();
+        let mut leaked = Vec::new();
+        for _ in 0..mlx_patched::RACE.processes {
+            let out = Command::new(&exe)
+                .args(["--race", &trials])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let k = parse_records(&stdout)
+                .iter()
+                .find(|r| r.kind == "race")
+                .and_then(|r| r.number("leaked"));
+            match k {
+                Some(k) if out.status.success() => leaked.push(k),
+                _ => {
+                    return Err(format!(
+                        "mlx-rs {} --race failed ({}):\n{stdout}{}",
+                        variant.name,
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    ))
+                }
+            }
+        }
+        println!(
+            "mlx-rs, {}: split dropped on two threads at once: leaked in {leaked:?} of {trials} trials per process",
+            variant.name
+        );
+        let race_ok = if mlx_patched::RACE.shows_on(variant.name) {
+            leaked.iter().all(|&k| k > 0)
+        } else {
+            leaked.iter().all(|&k| k == 0)
+        };
+        if race_ok {
+            passed += 1;
+        } else {
+            failures.push(format!(
+                "mlx-rs {}: the release race leaked in {leaked:?} of {trials} trials per process (expected {})",
+                variant.name,
+                if mlx_patched::RACE.shows_on(variant.name) { "some in every process" } else { "none" }
+            ));
+        }
         let shims = Command::new(&exe)
             .arg("--shims")
             .output()

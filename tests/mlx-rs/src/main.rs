@@ -9,10 +9,13 @@
 //!   mlx-rs-leak-scenario [--cycles N] [--blocks N] [--dim N] [--batch N]
 //!                        [--slices] [--no-eval-outside]
 //!   mlx-rs-leak-scenario --shims
+//!   mlx-rs-leak-scenario --race TRIALS
 //!
 //! Output: `cycle <i> retained_bytes <n> digest <hex>` per cycle; with
 //! `--shims`, one `shim <name> ok` line per check of what the drop-in mlx-sys
-//! supplies off Apple and off ARM, or an error and a non-zero exit.
+//! supplies off Apple and off ARM, or an error and a non-zero exit; with
+//! `--race`, `race split2 trials <n> leaked <k>`: the two outputs of one
+//! `split` moved to two threads and dropped at the same instant.
 
 use half::{bf16, f16};
 use mlx_rs::error::Exception;
@@ -171,8 +174,77 @@ fn shims() -> Result<(), String> {
     Ok(())
 }
 
+/// Trials of the release race in safe Rust: `Array` is `Send`, so the two
+/// outputs of one `split` of an evaluated input can go to two threads, which
+/// drop them at the same instant, after a random spin of up to 2048
+/// iterations each. Returns how many trials left the input allocated.
+fn race(trials: usize) -> Result<usize, Exception> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let host: Vec<f32> = (0..4096).map(|i| (i % 97) as f32 + 1.0).collect();
+    let mut seed: u64 = std::process::id() as u64 | 1;
+    let mut spins = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 2049) as usize
+    };
+    let spin = |n: usize| {
+        for i in 0..n {
+            std::hint::black_box(i);
+        }
+    };
+    let mut leaked = 0;
+    for _ in 0..trials {
+        let base = active_after_sync()?;
+        let mut outs = Array::from_slice(&host, &[64, 64]).split_equal(2, 0)?;
+        let (b, a) = (outs.pop().unwrap(), outs.pop().unwrap());
+        let ready = Arc::new(AtomicUsize::new(0));
+        let (theirs, mine) = (spins(), spins());
+        let other = {
+            let ready = ready.clone();
+            std::thread::spawn(move || {
+                ready.fetch_add(1, Ordering::AcqRel);
+                while ready.load(Ordering::Acquire) < 2 {
+                    std::hint::spin_loop();
+                }
+                spin(theirs);
+                drop(a);
+            })
+        };
+        ready.fetch_add(1, Ordering::AcqRel);
+        while ready.load(Ordering::Acquire) < 2 {
+            std::hint::spin_loop();
+        }
+        spin(mine);
+        drop(b);
+        other.join().map_err(|_| Exception::custom("a race thread panicked"))?;
+        if active_after_sync()? > base {
+            leaked += 1;
+        }
+    }
+    Ok(leaked)
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--race") {
+        let trials = args.get(1).and_then(|t| t.parse::<usize>().ok()).filter(|t| *t > 0);
+        let Some(trials) = trials else {
+            eprintln!("error: --race needs a positive number of trials");
+            return std::process::ExitCode::FAILURE;
+        };
+        return match race(trials) {
+            Ok(leaked) => {
+                println!("race split2 trials {trials} leaked {leaked}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if args.first().map(String::as_str) == Some("--shims") {
         return match shims() {
             Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,90 @@
+//! `cargo xtask race`: the release race at length, the slow counterpart of
+//! `tests/release_race.rs` (the same probe and scenarios, many more trials).
+
+use crate::{options, Result};
+use mlx_patched::record::parse_records;
+use mlx_patched::{Variant, RACE};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+
+const USAGE: &str = "usage: cargo xtask race [--variant patched|pristine] [--trials N] [--processes P]";
+
+pub fn run(args: &[String]) -> Result<()> {
+    let (mut variant, mut trials, mut processes) = (Variant::PATCHED, 1_000_000u64, 10u64);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = it.next().ok_or(format!("{a} needs a value\n{USAGE}"))?;
+        let number = || {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(format!("{a} needs a positive number\n{USAGE}"))
+        };
+        match a.as_str() {
+            "--variant" => variant = Variant::parse(value).map_err(|e| e.to_string())?,
+            "--trials" => trials = number()?,
+            "--processes" => processes = number()?,
+            _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
+        }
+    }
+    let per_process = trials.div_ceil(processes);
+    let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
+    let exe = crate::demo::cpp_probe(&mlx, "release_race")?;
+    let started = Instant::now();
+    // Scenario -> (trials, leaked), and the processes that leaked at all.
+    let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    let mut leaking_processes = 0;
+    // One process at a time: each keeps two cores busy.
+    for p in 0..processes {
+        let out = Command::new(&exe)
+            .arg(per_process.to_string())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed in process {p} ({}):\n{stdout}{}",
+                exe.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let mut leaked_here = 0;
+        for r in parse_records(&stdout).iter().filter(|r| r.kind == "race") {
+            let t = totals.entry(r.get("race").to_string()).or_default();
+            t.0 += r.int("trials");
+            t.1 += r.int("leaked");
+            leaked_here += r.int("leaked");
+        }
+        leaking_processes += (leaked_here > 0) as u64;
+        eprintln!(
+            "race: process {} of {processes} done after {}",
+            p + 1,
+            mlx_patched::progress::elapsed(started.elapsed())
+        );
+    }
+    if totals.len() != RACE.scenarios {
+        return Err(format!(
+            "the probe ran {} scenarios, expected {}",
+            totals.len(),
+            RACE.scenarios
+        ));
+    }
+    println!("{:34} {:>10} {:>8}", "scenario", "trials", "leaked");
+    for (s, (n, k)) in &totals {
+        println!("{s:34} {n:>10} {k:>8}");
+    }
+    let leaked: i64 = totals.values().map(|t| t.1).sum();
+    println!(
+        "{}: {leaked} of {} trials leaked; {leaking_processes} of {processes} processes leaked ({})",
+        variant.name,
+        totals.values().map(|t| t.0).sum::<i64>(),
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
+    if !RACE.shows_on(variant.name) && leaked > 0 {
+        return Err(format!("{}: concurrent releases orphaned groups", variant.name));
+    }
+    Ok(())
+}

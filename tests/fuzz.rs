@@ -10,9 +10,14 @@
 //!   That reproducer, printed as
 //!   C++ and built on its own, leaks against the pristine prefix and not
 //!   against the patched one.
+//! * The two-thread slice (programs that also let go of two arrays on two
+//!   threads at once) finds nothing on a leak-free variant, and on the
+//!   control finds the release race by itself: a program that leaks, whose
+//!   one-thread form (each pair released one after the other) never does.
 
 use mlx_fork::{linked, variant};
 use mlx_fuzz::campaign::{shrink_finding, still_fails, Confirm, Event, Worker};
+use mlx_fuzz::Releases;
 use mlx_fuzz::findings::Kept;
 use mlx_fuzz::ir::{FnDef, Stmt};
 use mlx_fuzz::{cpp, Finding, Kind, Program};
@@ -24,6 +29,12 @@ const SEED: u64 = 1;
 const COUNT: u64 = 3000;
 /// The largest reproducer of the report's leak the slice may print.
 const MAX_STATEMENTS: usize = 10;
+/// The two-thread slice: programs `0..THREAD_COUNT` of `SEED` from the
+/// generator that also releases on two threads at once.
+const THREAD_COUNT: u64 = 3000;
+/// Runs of a leaking program's one-thread form, none of which may leak for
+/// its leak to count as the race's.
+const ONE_THREAD_RUNS: usize = 3;
 
 fn worker() -> Worker {
     Worker {
@@ -31,6 +42,7 @@ fn worker() -> Worker {
         launch: vec![],
         env: vec![],
         timeout: Duration::from_secs(60),
+        releases: Releases::OneThread,
     }
 }
 
@@ -236,4 +248,68 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
             );
         }
     }
+}
+
+#[test]
+fn the_two_thread_slice_finds_the_release_race_on_the_control_by_itself() {
+    let v = linked();
+    let two = Worker {
+        releases: Releases::TwoThreads,
+        ..worker()
+    };
+    let (mut leaks, mut others) = (Vec::new(), Vec::new());
+    two.run_seeds(SEED, 0, THREAD_COUNT, |e: Event| {
+        let f = e.findings();
+        if f.iter().any(|f| f.kind == Kind::Leak) {
+            leaks.push(e.index());
+        } else if !f.is_empty() {
+            others.push((e.index(), f));
+        }
+    })
+    .expect("the worker runs the two-thread slice");
+    let program = |i: u64| mlx_fuzz::program_of_seed_with(SEED, i, Releases::TwoThreads);
+    if v.leak_free() {
+        let shown: Vec<String> = leaks
+            .iter()
+            .take(3)
+            .map(|i| cpp::print(&program(*i), &format!("two-thread program {i}")))
+            .collect();
+        assert!(
+            leaks.is_empty() && others.is_empty(),
+            "{}: of {THREAD_COUNT} two-thread programs, {} leak and {} have other findings ({others:?}); the first leaks:\n{}",
+            v.name,
+            leaks.len(),
+            others.len(),
+            shown.join("\n")
+        );
+        return;
+    }
+    // The control leaks for other reasons too (assignments, compile): the
+    // race is a leak that its one-thread form never shows.
+    let want = Finding {
+        kind: Kind::Leak,
+        detail: String::new(),
+    };
+    let one = worker();
+    for &i in &leaks {
+        let p = program(i);
+        if !p.stmts.iter().any(|s| matches!(s, Stmt::ReleaseTogether { .. })) {
+            continue;
+        }
+        let serial = mlx_fuzz::shrink::one_thread(&p);
+        if !still_fails(&one, &serial, &want, Confirm::AnyOf(ONE_THREAD_RUNS)) {
+            eprintln!(
+                "{}: two-thread program {i} leaks, and its one-thread form leaks in none of {ONE_THREAD_RUNS} runs (of {} leaking programs):\n{}",
+                v.name,
+                leaks.len(),
+                cpp::print(&p, "the release race, as the two-thread slice found it")
+            );
+            return;
+        }
+    }
+    panic!(
+        "{}: no leak of the {THREAD_COUNT} two-thread programs is the race's ({} leaked: {leaks:?})",
+        v.name,
+        leaks.len()
+    );
 }

@@ -483,6 +483,17 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
                     }
                 }
                 Stmt::Erase { group, index } => top.slots(*group)?.erase(*index as usize)?,
+                Stmt::Release(r) => {
+                    let (v, i) = Top::slot(*r);
+                    drop(top.slots(v)?.take(i)?);
+                }
+                Stmt::ReleaseTogether { refs: [a, b] } => {
+                    let (av, ai) = Top::slot(*a);
+                    let a = top.slots(av)?.take(ai)?;
+                    let (bv, bi) = Top::slot(*b);
+                    let b = top.slots(bv)?.take(bi)?;
+                    bf::release_together(a, b)?;
+                }
             }
         }
         Ok(())
@@ -677,7 +688,7 @@ fn print_outcome(i: u64, p: &Program) {
     let _ = out.flush();
 }
 
-const USAGE: &str = "usage: mlx-fuzz-worker seeds <seed> <first> <count> | program <file.json>";
+const USAGE: &str = "usage: mlx-fuzz-worker seeds <seed> <first> <count> [two-threads] | program <file.json>";
 
 /// The worker process: see `mlx_fuzz::campaign` for its protocol.
 pub fn worker_main() -> i32 {
@@ -688,10 +699,15 @@ pub fn worker_main() -> i32 {
     }
     let num = |s: &String| s.parse::<u64>().map_err(|_| format!("not a number: {s}"));
     let r = match args.as_slice() {
-        [cmd, seed, first, count] if cmd == "seeds" => (|| {
+        [cmd, seed, first, count, mode @ ..] if cmd == "seeds" => (|| {
             let (seed, first, count) = (num(seed)?, num(first)?, num(count)?);
+            let releases = match mode {
+                [] => mlx_fuzz::Releases::OneThread,
+                [m] if m == "two-threads" => mlx_fuzz::Releases::TwoThreads,
+                _ => return Err(USAGE.to_string()),
+            };
             for i in first..first + count {
-                print_outcome(i, &mlx_fuzz::program_of_seed(seed, i));
+                print_outcome(i, &mlx_fuzz::program_of_seed_with(seed, i, releases));
             }
             Ok(())
         })(),

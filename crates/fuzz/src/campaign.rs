@@ -4,11 +4,12 @@
 //!
 //! The worker's protocol, one line each on stdout: `start <index>` before a
 //! program runs, `outcome <index> <json>` after ([`Outcome`]). Commands:
-//! `seeds <seed> <first> <count>` (programs from [`crate::program_of_seed`])
+//! `seeds <seed> <first> <count> [two-threads]` (programs from
+//! [`crate::program_of_seed_with`], with [`Releases::TwoThreads`] if asked)
 //! and `program <file>` (one program, as JSON, with index 0).
 
 use crate::oracle::{differ, first_line, judge, Finding, Kind, Outcome};
-use crate::Program;
+use crate::{Program, Releases};
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -25,6 +26,8 @@ pub struct Worker {
     pub env: Vec<(String, String)>,
     /// A program that gives no answer in this long is a hang.
     pub timeout: Duration,
+    /// Where the seeded programs let go of their arrays.
+    pub releases: Releases,
 }
 
 /// What happened to one program.
@@ -114,12 +117,15 @@ impl Worker {
         let end = first + count;
         let mut next = first;
         while next < end {
-            let args = vec![
+            let mut args = vec![
                 "seeds".to_string(),
                 seed.to_string(),
                 next.to_string(),
                 (end - next).to_string(),
             ];
+            if self.releases == Releases::TwoThreads {
+                args.push("two-threads".to_string());
+            }
             next = self.session(&args, next, &mut each)?;
         }
         Ok(())

@@ -18,11 +18,14 @@ pub fn build_command(source: &str, exe: &str, prefix: &str) -> String {
     format!("g++ -std=c++20 -O1 {source} -o {exe} -I{prefix}/include -L{prefix}/lib -lmlx -Wl,-rpath,{prefix}/lib")
 }
 
-const PRELUDE: &str = r#"#include <cstdio>
+const PRELUDE: &str = r#"#include <atomic>
+#include <cstdio>
 #include <exception>
 #include <functional>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,6 +56,26 @@ Arrays group(Arrays v) {
 template <class T>
 void drop(T& x) {
   T gone = std::move(x);
+}
+
+// Two threads let go of `a` and `b` at the same instant: a spin barrier,
+// then a random spin of up to 2048 iterations on each side.
+void release_together(mx::array a, mx::array b) {
+  static std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> spins(0, 2048);
+  int delay_a = spins(rng), delay_b = spins(rng);
+  std::atomic<int> ready{0};
+  auto go = [&ready](int delay, mx::array x) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    for (volatile int k = 0; k < delay; k = k + 1) {
+    }
+    drop(x);
+  };
+  std::thread other(go, delay_a, std::move(a));
+  go(delay_b, std::move(b));
+  other.join();
 }
 
 const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
@@ -229,6 +252,8 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
             },
         ),
         Stmt::Erase { group, index } => w(out, format!("{group}.erase({group}.begin() + {index});")),
+        Stmt::ReleaseTogether { refs: [a, b] } => w(out, format!("release_together(std::move({a}), std::move({b}));")),
+        Stmt::Release(r) => w(out, format!("drop({r});")),
     }
 }
 

@@ -38,11 +38,39 @@ pub fn program_of_seed(seed: u64, index: u64) -> Program {
     generate(&mut Unstructured::new(&bytes))
 }
 
+/// Program `index` of the campaign `seed` whose programs let go of their
+/// arrays as `releases` says (the one-thread campaign is [`program_of_seed`]).
+pub fn program_of_seed_with(seed: u64, index: u64, releases: Releases) -> Program {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(index);
+    let mut bytes = vec![0u8; BYTES_PER_PROGRAM];
+    rng.fill_bytes(&mut bytes);
+    generate_with(&mut Unstructured::new(&bytes), releases)
+}
+
+/// Where a generated program lets go of its arrays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Releases {
+    /// On the one thread that runs it.
+    #[default]
+    OneThread,
+    /// Also on two threads at the same instant ([`Stmt::ReleaseTogether`]),
+    /// mostly two outputs of one group, as a server's threads let go of the
+    /// outputs of one op. The one-thread campaign's programs are unchanged.
+    TwoThreads,
+}
+
 /// A valid program read from `u` (possibly empty, if `u` is).
 pub fn generate(u: &mut Unstructured) -> Program {
+    generate_with(u, Releases::OneThread)
+}
+
+/// [`generate`], with releases as `releases` says.
+pub fn generate_with(u: &mut Unstructured, releases: Releases) -> Program {
     let mut g = Gen {
         next_var: 0,
         next_fn: 0,
+        releases,
     };
     let mut top = Block::default();
     let _ = g.program(u, &mut top);
@@ -58,6 +86,7 @@ pub fn generate(u: &mut Unstructured) -> Program {
 struct Gen {
     next_var: u32,
     next_fn: u32,
+    releases: Releases,
 }
 
 /// Statements being made in one scope (the program, or a closure body).
@@ -692,7 +721,11 @@ impl Gen {
     }
 
     fn release(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
-        match weighted(u, &[5, 4, 4, 3, 3, 2])? {
+        let weights: &[u32] = match self.releases {
+            Releases::OneThread => &[5, 4, 4, 3, 3, 2],
+            Releases::TwoThreads => &[5, 4, 4, 3, 3, 2, 12],
+        };
+        match weighted(u, weights)? {
             0 => {
                 let vars: Vec<Var> = b.scope.vals.keys().copied().collect();
                 if let Some(v) = pick(u, &vars)? {
@@ -729,12 +762,82 @@ impl Gen {
                     });
                 }
             }
-            _ => {
+            5 => {
                 let fns: Vec<FnId> = b.scope.fns.keys().copied().collect();
                 if let Some(f) = pick(u, &fns)? {
                     b.push(Stmt::DropFn(f));
                 }
             }
+            _ => self.release_together(u, b)?,
+        }
+        Ok(())
+    }
+
+    /// Two live arrays let go of on two threads at once: mostly two outputs
+    /// of one group, otherwise any two.
+    fn release_together(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
+        let groups: Vec<(Var, Vec<u32>)> = b
+            .scope
+            .vals
+            .iter()
+            .filter_map(|(v, val)| match val {
+                Val::Group(g) => Some((
+                    *v,
+                    (0..g.len() as u32)
+                        .filter(|&i| g[i as usize].is_some())
+                        .collect::<Vec<_>>(),
+                )),
+                Val::One(_) => None,
+            })
+            .filter(|(_, live)| live.len() >= 2)
+            .collect();
+        // Groups whose last two outputs these would be come first: letting
+        // go of them is what must break the group.
+        let last_two: Vec<(Var, Vec<u32>)> =
+            groups.iter().filter(|(_, live)| live.len() == 2).cloned().collect();
+        let groups = if !last_two.is_empty() && u.ratio(2, 3)? {
+            last_two
+        } else {
+            groups
+        };
+        let pair = match pick(u, &groups)? {
+            Some((g, mut live)) if u.ratio(3, 4)? => {
+                // Half the time the inputs of the group's op are evaluated
+                // first, as a server's weights are, so that a group left
+                // behind keeps memory that can be seen.
+                let inputs: Vec<Ref> = b
+                    .stmts
+                    .iter()
+                    .find_map(|s| match s {
+                        Stmt::Let { out, op } if *out == g => Some(op.refs()),
+                        _ => None,
+                    })
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|r| b.scope.ty(*r).is_ok())
+                    .collect();
+                if !inputs.is_empty() && u.ratio(1, 2)? {
+                    b.push(Stmt::Eval {
+                        refs: inputs,
+                        asynchronous: false,
+                    });
+                }
+                let first = live.remove(u.choose_index(live.len())?);
+                let second = live[u.choose_index(live.len())?];
+                Some([Ref::Elem(g, first), Ref::Elem(g, second)])
+            }
+            _ => {
+                let mut refs: Vec<Ref> = b.refs(|_| true).into_iter().map(|(r, _)| r).collect();
+                if refs.len() < 2 {
+                    None
+                } else {
+                    let first = refs.remove(u.choose_index(refs.len())?);
+                    Some([first, refs[u.choose_index(refs.len())?]])
+                }
+            }
+        };
+        if let Some(refs) = pair {
+            b.push(Stmt::ReleaseTogether { refs });
         }
         Ok(())
     }
@@ -775,6 +878,8 @@ mod tests {
                 Stmt::DropFn(_) => "drop fn".into(),
                 Stmt::Assign { how, .. } => format!("assign {how:?}"),
                 Stmt::Erase { .. } => "erase".into(),
+                Stmt::ReleaseTogether { .. } => "release together".into(),
+                Stmt::Release(_) => "release".into(),
             };
             out.insert(k);
         }

@@ -421,6 +421,15 @@ pub enum Stmt {
         group: Var,
         index: u32,
     },
+    /// Two threads let go at the same instant: each array is moved out of
+    /// its slot and destroyed on a thread of its own.
+    ReleaseTogether {
+        refs: [Ref; 2],
+    },
+    /// The array is moved out of its slot and destroyed (its destructor),
+    /// leaving the slot moved-from: one half of a [`Stmt::ReleaseTogether`]
+    /// on the program's own thread.
+    Release(Ref),
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1045,6 +1054,19 @@ impl Scope {
                         self.ty(*dst)?;
                         self.set_slot(*dst, Some(t));
                     }
+                }
+            }
+            Stmt::Release(r) => {
+                self.ty(*r)?;
+                self.set_slot(*r, None);
+            }
+            Stmt::ReleaseTogether { refs } => {
+                ensure(refs[0] != refs[1], || "one array let go of twice".into())?;
+                for r in refs {
+                    self.ty(*r)?;
+                }
+                for r in refs {
+                    self.set_slot(*r, None);
                 }
             }
             Stmt::Erase { group, index } => match self.vals.get_mut(group) {

@@ -18,6 +18,6 @@ pub mod oracle;
 pub mod python;
 pub mod shrink;
 
-pub use gen::{generate, program_of_seed};
+pub use gen::{generate, program_of_seed, program_of_seed_with, Releases};
 pub use ir::{check, Program};
 pub use oracle::{judge, Finding, Kind, Outcome};

@@ -153,6 +153,8 @@ fn inexpressible(s: &Stmt) -> Option<&'static str> {
         Stmt::Assign { how: How::Overwrite, .. } => Some("`overwrite_descriptor` has no Python form"),
         Stmt::Assign { .. } => Some("assignment over a held array is the destructor in Python, copy or move assignment in C++"),
         Stmt::Erase { .. } => Some("erasing from a vector moves its later arrays down in C++; a Python list does not"),
+        Stmt::ReleaseTogether { .. } => Some("two threads releasing at the same instant: CPython's lock serializes the releases"),
+        Stmt::Release(_) => Some("a slot of a C++ vector left moved-from has no Python form"),
         Stmt::Def { def: FnDef::Closure { body, .. }, .. } => body.iter().find_map(inexpressible),
         _ => None,
     }
@@ -290,7 +292,9 @@ fn stmt(
             w(out, format!("del {f}"));
             names.gone(&f.to_string());
         }
-        Stmt::Assign { .. } | Stmt::Erase { .. } => unreachable!("checked by inexpressible"),
+        Stmt::Assign { .. } | Stmt::Erase { .. } | Stmt::ReleaseTogether { .. } | Stmt::Release(_) => {
+            unreachable!("checked by inexpressible")
+        }
     }
 }
 

@@ -456,6 +456,10 @@ pub fn renumber(p: &Program) -> Program {
                     group: self.var(*group),
                     index: *index,
                 },
+                Stmt::ReleaseTogether { refs: [a, b] } => Stmt::ReleaseTogether {
+                    refs: [self.r(*a), self.r(*b)],
+                },
+                Stmt::Release(r) => Stmt::Release(self.r(*r)),
             }
         }
     }
@@ -576,5 +580,21 @@ mod tests {
             assert_eq!(check(&r), Ok(()), "program {i}");
             assert_eq!(r.len(), p.len());
         }
+    }
+}
+
+/// `p` with each pair of releases on two threads made one release after the
+/// other on the program's own thread: where `p` leaks and this never does,
+/// the leak is the race of the two releases.
+pub fn one_thread(p: &Program) -> Program {
+    Program {
+        stmts: p
+            .stmts
+            .iter()
+            .flat_map(|s| match s {
+                Stmt::ReleaseTogether { refs: [a, b] } => vec![Stmt::Release(*a), Stmt::Release(*b)],
+                s => vec![s.clone()],
+            })
+            .collect(),
     }
 }

@@ -229,6 +229,7 @@ std::unique_ptr<Array> list_take(ArrayList& list, std::size_t i);
 void list_assign_move(ArrayList& list, std::size_t i, Array& a);
 void list_overwrite(ArrayList& list, std::size_t i, const Array& a);
 void list_erase(ArrayList& list, std::size_t i);
+void release_together(std::unique_ptr<Array> a, std::unique_ptr<Array> b);
 void async_eval(const ArrayList& list);
 std::int64_t live_array_descs();
 rust::String buffer_overrun(const Array& a);

@@ -1,5 +1,9 @@
 // Release paths for the fuzzer (feature `fuzz`). Indices are checked with
 // `at`, so a bad index is an exception, never a stray write.
+#include <atomic>
+#include <random>
+#include <thread>
+
 #include "mlx-bridge/src/ffi/fuzz.rs.h"
 #include "mlx/compile.h"
 
@@ -29,6 +33,32 @@ void list_erase(ArrayList& list, std::size_t i) {
     throw std::out_of_range("list_erase: index past the end");
   }
   list.v.erase(list.v.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void release_together(std::unique_ptr<Array> a, std::unique_ptr<Array> b) {
+  thread_local std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> spins(0, 2048);
+  int delay_a = spins(rng), delay_b = spins(rng);
+  auto wait = [](int n) {
+    for (int k = 0; k < n; ++k) {
+      asm volatile("" ::: "memory");
+    }
+  };
+  std::atomic<int> ready{0};
+  auto arrive = [&ready] {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+  };
+  std::thread other([&, a = std::move(a)]() mutable {
+    arrive();
+    wait(delay_a);
+    a.reset();
+  });
+  arrive();
+  wait(delay_b);
+  b.reset();
+  other.join();
 }
 
 void async_eval(const ArrayList& list) {

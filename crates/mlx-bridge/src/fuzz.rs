@@ -92,12 +92,30 @@ impl Slots {
         Ok(raw::list_overwrite(self.list.pin_mut(), i, a.as_raw())?)
     }
 
+    /// Moves slot `i`'s array out, leaving it moved-from.
+    pub fn take(&mut self, i: usize) -> Result<Taken> {
+        self.check(i, "Slots::take")?;
+        let taken = raw::list_take(self.list.pin_mut(), i)?;
+        self.live[i] = false;
+        Ok(Taken(taken))
+    }
+
     /// `v.erase(v.begin() + i)`: later slots move down by one.
     pub fn erase(&mut self, i: usize) -> Result<()> {
         raw::list_erase(self.list.pin_mut(), i)?;
         self.live.remove(i);
         Ok(())
     }
+}
+
+/// An array moved out of its slot, to be let go of elsewhere.
+pub struct Taken(UniquePtr<raw_array::Array>);
+
+/// Lets go of `a` on a thread of its own and of `b` on this one at the same
+/// instant: two releases that race, as two threads of a server let go of
+/// the outputs of one op.
+pub fn release_together(a: Taken, b: Taken) -> Result<()> {
+    Ok(raw::release_together(a.0, b.0)?)
 }
 
 /// `mlx::core::async_eval` of the arrays.

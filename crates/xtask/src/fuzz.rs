@@ -1,6 +1,8 @@
 //! `cargo xtask fuzz`: campaigns of the graph-lifetime fuzzer (`crates/fuzz`).
 //!
-//! * `fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address] [--debug]`
+//! * `fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--threads] [--sanitizer address|thread] [--debug]`:
+//!   with `--threads`, the programs also let go of arrays on two threads at
+//!   once (`mlx_fuzz::Releases::TwoThreads`), and ThreadSanitizer may watch.
 //! * `fuzz --target <carrier-version> [...]`: upstream's tree of that carrier
 //!   release untouched (the tree `rebase --to` recovers), e.g. 0.2.19 for
 //!   MLX 0.32.4, to show what upstream's own fix misses.
@@ -17,14 +19,14 @@
 
 use crate::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
-use mlx_fuzz::{cpp, Program};
+use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::Sanitizer;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--sanitizer address] [--debug]
+const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--threads] [--sanitizer address|thread] [--debug]
        cargo xtask fuzz --target <carrier-version> [--minutes N | --programs N] [--seed S]
-       cargo xtask fuzz print <seed> <index> | <file.json> [--python]
+       cargo xtask fuzz print <seed> <index> [--threads] | <file.json> [--python]
        cargo xtask fuzz replay <patched|pristine> <program.json>
        cargo xtask fuzz differential [--minutes N | --programs N] [--seed S]";
 
@@ -41,6 +43,7 @@ struct Args {
     seed: u64,
     sanitizer: Option<Sanitizer>,
     release: bool,
+    releases: Releases,
 }
 
 fn parse(args: &[String]) -> Result<Args> {
@@ -52,6 +55,7 @@ fn parse(args: &[String]) -> Result<Args> {
         seed: 1,
         sanitizer: None,
         release: true,
+        releases: Releases::OneThread,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -83,6 +87,7 @@ fn parse(args: &[String]) -> Result<Args> {
             }
             "--target" => a.target = Some(value()?),
             "--debug" => a.release = false,
+            "--threads" => a.releases = Releases::TwoThreads,
             v if a.variant.is_empty() && !v.starts_with('-') => a.variant = v.to_string(),
             _ => return Err(USAGE.into()),
         }
@@ -97,8 +102,8 @@ fn parse(args: &[String]) -> Result<Args> {
         (None, "patched" | "pristine") => {}
         _ => return Err(USAGE.into()),
     }
-    if a.sanitizer == Some(Sanitizer::Thread) {
-        return Err("the fuzzer runs one thread: --sanitizer address only".into());
+    if a.sanitizer == Some(Sanitizer::Thread) && a.releases != Releases::TwoThreads {
+        return Err("without --threads the fuzzer runs one thread: --sanitizer thread needs --threads".into());
     }
     Ok(a)
 }
@@ -110,6 +115,9 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         Some(t) => format!("upstream-{t}"),
         None => a.variant.clone(),
     };
+    if a.releases == Releases::TwoThreads {
+        label = format!("{label}-threads");
+    }
     if let Some(s) = a.sanitizer {
         label = format!("{label}-{}", s.suffix());
     }
@@ -194,6 +202,7 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
             launch,
             env,
             timeout: Duration::from_secs(60),
+            releases: a.releases,
         },
         label,
     ))
@@ -201,6 +210,13 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
 
 fn print_program(args: &[String]) -> Result<()> {
     let (python, rest): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| *a == "--python");
+    let (threads, rest): (Vec<&String>, Vec<&String>) =
+        rest.into_iter().partition(|a| *a == "--threads");
+    let releases = if threads.is_empty() {
+        Releases::OneThread
+    } else {
+        Releases::TwoThreads
+    };
     let (p, title) = match rest.as_slice() {
         [seed, index] => {
             let (seed, index): (u64, u64) = (
@@ -208,8 +224,8 @@ fn print_program(args: &[String]) -> Result<()> {
                 index.parse().map_err(|_| USAGE)?,
             );
             (
-                mlx_fuzz::program_of_seed(seed, index),
-                format!("mlx-fuzz program {index} of seed {seed}"),
+                mlx_fuzz::program_of_seed_with(seed, index, releases),
+                format!("mlx-fuzz program {index} of seed {seed} ({releases:?})"),
             )
         }
         // A kept finding or a campaign's shrunk program.
@@ -314,7 +330,7 @@ fn differential(args: &[String]) -> Result<()> {
     );
     println!("{:.0} programs/s", next as f64 / secs);
     for (i, f) in differing.iter().take(SHRINK_AT_MOST) {
-        let p = mlx_fuzz::program_of_seed(a.seed, *i);
+        let p = mlx_fuzz::program_of_seed_with(a.seed, *i, a.releases);
         let (small, tried) = mlx_fuzz::shrink::shrink(&p, |c| {
             mlx_fuzz::campaign::still_differs(&patched, &pristine, c)
         });
@@ -452,7 +468,7 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     println!("{:.0} programs/s", tally.programs as f64 / secs);
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
-        let p = mlx_fuzz::program_of_seed(a.seed, *i);
+        let p = mlx_fuzz::program_of_seed_with(a.seed, *i, a.releases);
         // Each try of a hang waits out the worker's timeout: kept whole.
         let (small, tried) = if f.kind == mlx_fuzz::Kind::Hang {
             (p.clone(), 0)

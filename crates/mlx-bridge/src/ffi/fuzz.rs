@@ -1,6 +1,7 @@
 //! Bridge for the release paths a graph-lifetime fuzzer drives: a vector of
 //! arrays whose elements are replaced by copy assignment, move assignment
-//! or `overwrite_descriptor`, or erased, plus `async_eval`, the
+//! or `overwrite_descriptor`, or erased, or let go of on two threads at
+//! once, plus `async_eval`, the
 //! live-descriptor census and a bounds check of an evaluated array's data.
 //! Built only with the `fuzz` feature.
 
@@ -32,6 +33,10 @@ mod bridge {
         fn list_overwrite(list: Pin<&mut ArrayList>, i: usize, a: &Array) -> Result<()>;
         /// `list.erase(list.begin() + i)`.
         fn list_erase(list: Pin<&mut ArrayList>, i: usize) -> Result<()>;
+        /// Destroys `a` on a thread of its own and `b` on the calling thread
+        /// at the same instant (a spin barrier, then a random spin of up to
+        /// 2048 iterations on each side).
+        fn release_together(a: UniquePtr<Array>, b: UniquePtr<Array>) -> Result<()>;
 
         fn async_eval(list: &ArrayList) -> Result<()>;
         /// Live `ArrayDesc` objects on a census build (the fork-only patch

@@ -31,7 +31,7 @@ const COUNT: u64 = 3000;
 const MAX_STATEMENTS: usize = 10;
 /// The two-thread slice: programs `0..THREAD_COUNT` of `SEED` from the
 /// generator that also releases on two threads at once.
-const THREAD_COUNT: u64 = 3000;
+const THREAD_COUNT: u64 = 10000;
 /// Runs of a leaking program's one-thread form, none of which may leak for
 /// its leak to count as the race's.
 const ONE_THREAD_RUNS: usize = 3;

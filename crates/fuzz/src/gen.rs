@@ -802,7 +802,7 @@ impl Gen {
         };
         let pair = match pick(u, &groups)? {
             Some((g, mut live)) if u.ratio(3, 4)? => {
-                // Half the time the inputs of the group's op are evaluated
+                // Mostly the inputs of the group's op are evaluated
                 // first, as a server's weights are, so that a group left
                 // behind keeps memory that can be seen.
                 let inputs: Vec<Ref> = b
@@ -816,7 +816,7 @@ impl Gen {
                     .into_iter()
                     .filter(|r| b.scope.ty(*r).is_ok())
                     .collect();
-                if !inputs.is_empty() && u.ratio(1, 2)? {
+                if !inputs.is_empty() && u.ratio(3, 4)? {
                     b.push(Stmt::Eval {
                         refs: inputs,
                         asynchronous: false,

@@ -17,9 +17,9 @@
 
 use mlx_fork::{linked, variant};
 use mlx_fuzz::campaign::{shrink_finding, still_fails, Confirm, Event, Worker};
-use mlx_fuzz::Releases;
 use mlx_fuzz::findings::Kept;
 use mlx_fuzz::ir::{FnDef, Stmt};
+use mlx_fuzz::Releases;
 use mlx_fuzz::{cpp, Finding, Kind, Program};
 use std::process::Command;
 use std::time::Duration;
@@ -293,7 +293,11 @@ fn the_two_thread_slice_finds_the_release_race_on_the_control_by_itself() {
     let one = worker();
     for &i in &leaks {
         let p = program(i);
-        if !p.stmts.iter().any(|s| matches!(s, Stmt::ReleaseTogether { .. })) {
+        if !p
+            .stmts
+            .iter()
+            .any(|s| matches!(s, Stmt::ReleaseTogether { .. }))
+        {
             continue;
         }
         let serial = mlx_fuzz::shrink::one_thread(&p);

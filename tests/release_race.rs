@@ -25,7 +25,13 @@ fn leaked(run: &ProbeRun) -> Vec<(String, i64, i64)> {
 
 fn run_processes(v: &'static Variant) -> Vec<Vec<(String, i64, i64)>> {
     (0..RACE.processes)
-        .map(|_| leaked(&run_probe(v, |v| v.release_race, &[&RACE.trials.to_string()])))
+        .map(|_| {
+            leaked(&run_probe(
+                v,
+                |v| v.release_race,
+                &[&RACE.trials.to_string()],
+            ))
+        })
         .collect()
 }
 

@@ -42,8 +42,8 @@ pub use cmake::{
 };
 pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{
-    Bound, Cell, Expectations, KernelCacheRace, Race, ServerCell, ServerLeak, KERNEL_CACHE_RACE, RACE,
-    SERVER_CELLS,
+    Bound, Cell, Expectations, KernelCacheRace, Race, ServerCell, ServerLeak, KERNEL_CACHE_RACE,
+    RACE, SERVER_CELLS,
 };
 pub use fingerprint::Fingerprint;
 pub use progress::Progress;

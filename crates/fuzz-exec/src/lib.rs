@@ -688,7 +688,8 @@ fn print_outcome(i: u64, p: &Program) {
     let _ = out.flush();
 }
 
-const USAGE: &str = "usage: mlx-fuzz-worker seeds <seed> <first> <count> [two-threads] | program <file.json>";
+const USAGE: &str =
+    "usage: mlx-fuzz-worker seeds <seed> <first> <count> [two-threads] | program <file.json>";
 
 /// The worker process: see `mlx_fuzz::campaign` for its protocol.
 pub fn worker_main() -> i32 {

@@ -793,8 +793,11 @@ impl Gen {
             .collect();
         // Groups whose last two outputs these would be come first: letting
         // go of them is what must break the group.
-        let last_two: Vec<(Var, Vec<u32>)> =
-            groups.iter().filter(|(_, live)| live.len() == 2).cloned().collect();
+        let last_two: Vec<(Var, Vec<u32>)> = groups
+            .iter()
+            .filter(|(_, live)| live.len() == 2)
+            .cloned()
+            .collect();
         let groups = if !last_two.is_empty() && u.ratio(2, 3)? {
             last_two
         } else {

@@ -292,7 +292,10 @@ fn stmt(
             w(out, format!("del {f}"));
             names.gone(&f.to_string());
         }
-        Stmt::Assign { .. } | Stmt::Erase { .. } | Stmt::ReleaseTogether { .. } | Stmt::Release(_) => {
+        Stmt::Assign { .. }
+        | Stmt::Erase { .. }
+        | Stmt::ReleaseTogether { .. }
+        | Stmt::Release(_) => {
             unreachable!("checked by inexpressible")
         }
     }

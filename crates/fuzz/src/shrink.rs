@@ -592,7 +592,9 @@ pub fn one_thread(p: &Program) -> Program {
             .stmts
             .iter()
             .flat_map(|s| match s {
-                Stmt::ReleaseTogether { refs: [a, b] } => vec![Stmt::Release(*a), Stmt::Release(*b)],
+                Stmt::ReleaseTogether { refs: [a, b] } => {
+                    vec![Stmt::Release(*a), Stmt::Release(*b)]
+                }
                 s => vec![s.clone()],
             })
             .collect(),

@@ -148,4 +148,3 @@ fn one_thread_is_right_under_both_protocols() {
         assert_eq!(explore(&[1, 1], &[actor], None), []);
     }
 }
-

@@ -103,7 +103,10 @@ fn parse(args: &[String]) -> Result<Args> {
         _ => return Err(USAGE.into()),
     }
     if a.sanitizer == Some(Sanitizer::Thread) && a.releases != Releases::TwoThreads {
-        return Err("without --threads the fuzzer runs one thread: --sanitizer thread needs --threads".into());
+        return Err(
+            "without --threads the fuzzer runs one thread: --sanitizer thread needs --threads"
+                .into(),
+        );
     }
     Ok(a)
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;
 
-const USAGE: &str = "usage: cargo xtask race [--variant patched|pristine] [--trials N] [--processes P]";
+const USAGE: &str =
+    "usage: cargo xtask race [--variant patched|pristine] [--trials N] [--processes P]";
 
 pub fn run(args: &[String]) -> Result<()> {
     let (mut variant, mut trials, mut processes) = (Variant::PATCHED, 1_000_000u64, 10u64);
@@ -84,7 +85,10 @@ pub fn run(args: &[String]) -> Result<()> {
         mlx_patched::progress::elapsed(started.elapsed())
     );
     if !RACE.shows_on(variant.name) && leaked > 0 {
-        return Err(format!("{}: concurrent releases orphaned groups", variant.name));
+        return Err(format!(
+            "{}: concurrent releases orphaned groups",
+            variant.name
+        ));
     }
     Ok(())
 }

@@ -205,14 +205,16 @@ fn stage(
             .map_err(|e| e.to_string())?;
         let mut applied = Ok(());
         for d in &dependencies {
-            applied = applied.and_then(|()| {
-                git(&out, &["am", "--quiet", &d.display().to_string()]).map(drop)
-            });
+            applied = applied
+                .and_then(|()| git(&out, &["am", "--quiet", &d.display().to_string()]).map(drop));
         }
         if let Err(e) = applied {
             let _ = git(&out, &["am", "--abort"]);
             let _ = std::fs::remove_dir_all(&pr);
-            staged.push((stem, Err(format!("a fix it depends on does not apply: {e}"))));
+            staged.push((
+                stem,
+                Err(format!("a fix it depends on does not apply: {e}")),
+            ));
             continue;
         }
         let path = p.display().to_string();

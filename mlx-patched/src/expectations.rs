@@ -473,7 +473,9 @@ pub struct Race {
     pub processes: usize,
     pub scenarios: usize,
     /// Trials per process of the same race through mlx-rs
-    /// (`tests/mlx-rs`, `--race`): one `split`, dropped on two threads.
+    /// (`tests/mlx-rs`, `--race`): one `split`, dropped on two threads. A
+    /// thread is started per trial, so the drops meet less often than in
+    /// the C++ probe: the control must leak in at least one process.
     pub mlx_rs_trials: u32,
 }
 
@@ -485,7 +487,7 @@ pub const RACE: Race = Race {
     trials: 500,
     processes: 4,
     scenarios: 39,
-    mlx_rs_trials: 2000,
+    mlx_rs_trials: 5000,
 };
 
 impl Race {

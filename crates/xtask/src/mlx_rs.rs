@@ -117,6 +117,9 @@ fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathB
 fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     let target = target_dir()?.join("mlx-rs").join(variant.name);
     fetch_once(&workspace_root().join("tests/mlx-rs/Cargo.toml"))?;
+    // The drop-in's nested `cargo metadata` reads mlx-c's carrier from
+    // Cargo's cache: fetched here, so the check also runs on its own.
+    fetch_once(&workspace_root().join("mlx-patched/sources/mlx-c/Cargo.toml"))?;
     let mut build = cargo();
     build
         .args([

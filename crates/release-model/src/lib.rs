@@ -137,6 +137,28 @@ impl Group {
         }
     }
 
+    /// `~ArrayDesc`'s teardown up to its judgement: the map takes a copy of
+    /// every member, the consumer's own references go, and the group is
+    /// deletable when nothing but those copies holds it from outside.
+    fn take_map(&self, inputs: &[usize]) -> bool {
+        let members = self.counts.len();
+        for m in 0..members {
+            self.increment(m);
+        }
+        for &m in inputs {
+            self.decrement(m);
+        }
+        let own: Vec<(usize, usize)> = (0..members).map(|m| (m, 1)).collect();
+        self.grouped[0].load(Ordering::Relaxed) && !self.held_beyond(&own)
+    }
+
+    /// The map's copies of a group the teardown broke itself.
+    fn drop_map(&self) {
+        for m in 0..self.counts.len() {
+            self.decrement(m);
+        }
+    }
+
     /// User code lets go of a handle to `m` (the truth), then the protocol
     /// releases it.
     pub fn release<P: Protocol>(&self, m: usize) {
@@ -193,25 +215,14 @@ impl Protocol for CheckThenDrop {
     }
 
     fn destroy_consumer(g: &Group, inputs: &[usize]) {
-        // The map: a copy of every member, then the consumer's own
-        // references go, then the judgement, then the map's copies go
-        // through the release check one by one.
-        let members = g.counts.len();
-        for m in 0..members {
-            g.increment(m);
-        }
-        for &m in inputs {
-            g.decrement(m);
-        }
-        let own: Vec<(usize, usize)> = (0..members).map(|m| (m, 1)).collect();
-        if g.grouped[0].load(Ordering::Relaxed) && !g.held_beyond(&own) {
+        // Not deletable: the map's copies go through the release check
+        // one by one.
+        if g.take_map(inputs) {
             g.break_cycle(true, || {});
-            for m in 0..members {
-                g.decrement(m);
-            }
+            g.drop_map();
             return;
         }
-        for m in 0..members {
+        for m in 0..g.counts.len() {
             Self::release(g, m);
         }
     }
@@ -252,27 +263,16 @@ impl Protocol for UnderLock {
     }
 
     fn destroy_consumer(g: &Group, inputs: &[usize]) {
-        let members = g.counts.len();
         let grouped = inputs.iter().any(|&m| g.grouped[m].load(Ordering::Relaxed));
-        let lock = grouped.then(|| g.lock.lock().unwrap());
-        for m in 0..members {
-            g.increment(m);
-        }
-        for &m in inputs {
-            g.decrement(m);
-        }
-        let own: Vec<(usize, usize)> = (0..members).map(|m| (m, 1)).collect();
-        if g.grouped[0].load(Ordering::Relaxed) && !g.held_beyond(&own) {
+        let mut lock = grouped.then(|| g.lock.lock().unwrap());
+        if g.take_map(inputs) {
             // Deletable: the teardown owns the group and breaks it itself.
-            let mut lock = lock;
             g.break_cycle(true, || drop(lock.take()));
-            for m in 0..members {
-                g.decrement(m);
-            }
+            g.drop_map();
             return;
         }
         drop(lock);
-        for m in 0..members {
+        for m in 0..g.counts.len() {
             Self::release(g, m);
         }
     }

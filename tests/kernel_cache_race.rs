@@ -4,51 +4,10 @@
 //! under its final name, fails in some process; a fix fails in none. The
 //! claim is over rounds of processes, each round with a folder of its own.
 
-use mlx_fork::{control_and_fixes, signal_or_code, Variant};
+use mlx_fork::control_and_fixes;
+use mlx_patched::probes::{is_kernel_cache_race, kernel_cache_round};
 use mlx_patched::{Env, Expectations, KERNEL_CACHE_RACE};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-/// One round: the processes' outcomes (`Ok` or what failed).
-fn round(variant: &Variant, dir: &Path) -> Vec<Result<(), String>> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).unwrap();
-    let start = dir.join("start");
-    let children: Vec<_> = (0..KERNEL_CACHE_RACE.processes)
-        .map(|_| {
-            Command::new(variant.kernel_cache_race)
-                .arg(&start)
-                .env("TMPDIR", dir)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("run {}: {e}", variant.kernel_cache_race))
-        })
-        .collect();
-    // Long enough for every process to load MLX and wait at the start line;
-    // one that is late only races less.
-    std::thread::sleep(Duration::from_millis(1500));
-    std::fs::write(&start, "").unwrap();
-    children
-        .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output().unwrap();
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            let built = format!("kernels built {}", KERNEL_CACHE_RACE.kernels);
-            if out.status.success() && stdout.lines().any(|l| l == built) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{}: {}{}",
-                    signal_or_code(out.status),
-                    stdout.trim(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        })
-        .collect()
-}
 
 #[test]
 fn processes_building_one_kernel_cache_at_once_fail_on_the_control_only() {
@@ -58,7 +17,13 @@ fn processes_building_one_kernel_cache_at_once_fail_on_the_control_only() {
     for variant in control_and_fixes() {
         let mut failed = Vec::new();
         for r in 0..KERNEL_CACHE_RACE.rounds {
-            let outcomes = round(variant, &scratch.join(format!("{}-{r}", variant.name)));
+            let outcomes = kernel_cache_round(
+                Path::new(variant.kernel_cache_race),
+                &scratch.join(format!("{}-{r}", variant.name)),
+                KERNEL_CACHE_RACE.processes,
+                KERNEL_CACHE_RACE.kernels,
+            )
+            .unwrap();
             let errors: Vec<String> = outcomes.into_iter().filter_map(Result::err).collect();
             println!(
                 "{} round {r}: {} of {} processes failed",
@@ -78,8 +43,7 @@ fn processes_building_one_kernel_cache_at_once_fail_on_the_control_only() {
             // Each failure must be the race, not a broken probe.
             for e in &failed {
                 assert!(
-                    e.contains("Could not load C++ shared library")
-                        || e.contains("Failed to load compiled function"),
+                    is_kernel_cache_race(e),
                     "{}: a process failed otherwise than by loading a kernel: {e}",
                     variant.name
                 );

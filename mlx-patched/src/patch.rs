@@ -15,6 +15,13 @@ pub fn series_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../patches")
 }
 
+/// The patches of the series in `dir` ported by hand to upstream `version`,
+/// where upstream changed the code a fix touches: `<dir>/v<version>/`, each
+/// under the name of the patch it replaces.
+pub fn ports_dir(dir: &Path, version: &str) -> PathBuf {
+    dir.join(format!("v{version}"))
+}
+
 /// Every patch file, fork-only ones included, sorted by name (what a rebase
 /// replays). A missing directory is an empty series.
 pub fn series(dir: &Path) -> Result<Vec<PathBuf>, Error> {

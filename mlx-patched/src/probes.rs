@@ -67,3 +67,64 @@ pub fn source_files() -> Result<Vec<PathBuf>, crate::Error> {
     files.sort();
     Ok(files)
 }
+
+/// One round of `kernel_cache_race` (the probe built at `exe`): `processes`
+/// copies started on one empty cache folder `dir` (their `TMPDIR`), released
+/// at one instant, each told to build `kernels` kernels. Each process's
+/// outcome: `Ok`, or its exit status and output when it failed.
+pub fn kernel_cache_round(
+    exe: &Path,
+    dir: &Path,
+    processes: usize,
+    kernels: i64,
+) -> Result<Vec<Result<(), String>>, crate::Error> {
+    use std::process::{Command, Stdio};
+    let io = |what: &str, e: std::io::Error| crate::Error::new(format!("{what}: {e}"));
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+    let start = dir.join("start");
+    let mut children = Vec::new();
+    for _ in 0..processes {
+        children.push(
+            Command::new(exe)
+                .arg(&start)
+                .env("TMPDIR", dir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| io(&format!("run {}", exe.display()), e))?,
+        );
+    }
+    // Long enough for every process to load MLX and wait at the start line;
+    // one that is late only races less.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::fs::write(&start, "").map_err(|e| io(&start.display().to_string(), e))?;
+    let built = format!("kernels built {kernels}");
+    let mut outcomes = Vec::new();
+    for c in children {
+        let out = c
+            .wait_with_output()
+            .map_err(|e| io(&format!("wait for {}", exe.display()), e))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        outcomes.push(
+            if out.status.success() && stdout.lines().any(|l| l == built) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: {}{}",
+                    out.status,
+                    stdout.trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            },
+        );
+    }
+    Ok(outcomes)
+}
+
+/// Whether a kernel-cache failure is the race (a process loaded a library
+/// another was still writing), not a broken probe.
+pub fn is_kernel_cache_race(failure: &str) -> bool {
+    failure.contains("Could not load C++ shared library")
+        || failure.contains("Failed to load compiled function")
+}

@@ -107,6 +107,8 @@ pub(crate) fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream
 enum Replay {
     Clean,
     ThreeWay,
+    /// It conflicts; its port to the target (`patches/v<version>/`) applies.
+    Ported,
     Conflict(String),
 }
 
@@ -147,6 +149,7 @@ fn replay(
     base: Option<&Path>,
     target: &Path,
     series: &[PathBuf],
+    ports: &Path,
     repo: &Path,
     out: &Path,
 ) -> Result<Vec<(String, Replay)>> {
@@ -250,6 +253,19 @@ fn replay(
                     git(repo, &["diff"]).unwrap_or_default()
                 );
                 let _ = git(repo, &["cherry-pick", "--abort"]);
+                // A fix whose code upstream changed, ported to the target by
+                // hand, goes in its place (three-way: it is written against
+                // the target's own files).
+                let port = ports.join(&name);
+                if port.is_file() {
+                    let path = port.display().to_string();
+                    if git(repo, &["am", "-3", "--quiet", &path]).is_ok() {
+                        results.push((name, Replay::Ported));
+                        applied.push(port);
+                        continue;
+                    }
+                    let _ = git(repo, &["am", "--abort"]);
+                }
                 results.push((name, Replay::Conflict(hunks)));
             }
         }
@@ -303,6 +319,146 @@ fn build_variant(
     opts.patches_dir = series.to_path_buf();
     let upstream = mlx_patched::from_override(tree.to_path_buf()).map_err(|e| e.to_string())?;
     mlx_patched::build_from(variant, &upstream, &opts).map_err(|e| e.to_string())
+}
+
+/// The bug a fix exists for, as a check that runs on a build of any base.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Bug {
+    /// The report's scenario retains the captured weights every cycle.
+    ReportLeak,
+    /// Two threads releasing one group at once orphan it.
+    ReleaseRace,
+    /// Processes building one CPU kernel cache at once load half-written
+    /// libraries.
+    KernelCacheRace,
+}
+
+/// The fixes whose bug a check here can show on any base, by patch stem.
+/// The fuzzer's fixes are judged by the suite's replays of their findings.
+const BUGS: &[(&str, Bug)] = &[
+    ("0001-release-sibling-groups-on-every-path", Bug::ReportLeak),
+    ("0008-release-sibling-groups-under-a-lock", Bug::ReleaseRace),
+    (
+        "0009-cpu-kernels-built-under-their-own-name",
+        Bug::KernelCacheRace,
+    ),
+];
+
+fn bug_of(patch_file: &str) -> Option<Bug> {
+    let stem = patch_file.strip_suffix(".patch").unwrap_or(patch_file);
+    BUGS.iter().find(|(s, _)| *s == stem).map(|(_, b)| *b)
+}
+
+/// Whether a bug shows on a build, and the figure that says so.
+struct Shown {
+    shows: bool,
+    figure: String,
+}
+
+/// Trials per scenario of the release race on a rebase target: the control
+/// of 0.32.2 leaks in about one in a hundred race-only trials.
+const RELEASE_RACE_TRIALS: u32 = 2000;
+
+fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
+    let probe = |name: &str| -> Result<PathBuf> {
+        let dir = work.join("probes");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let exe = dir.join(format!("{name}-{}", mlx.name));
+        mlx_patched::compile_program(
+            mlx,
+            &mlx_patched::probes::source(name),
+            &exe,
+            &mlx_patched::Env::process(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(exe)
+    };
+    match bug {
+        Bug::ReportLeak => {
+            let cycles = scenario_on(mlx, work)?;
+            Ok(Shown {
+                shows: cycles.iter().any(|&b| b >= 24 << 20),
+                figure: format!("the report's scenario retains {cycles:?} bytes per cycle"),
+            })
+        }
+        Bug::ReleaseRace => {
+            let exe = probe("release_race")?;
+            let out = Command::new(&exe)
+                .arg(RELEASE_RACE_TRIALS.to_string())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() {
+                return Err(format!(
+                    "{} failed ({}):\n{stdout}{}",
+                    exe.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            let (mut trials, mut leaked) = (0, 0);
+            for r in mlx_patched::record::parse_records(&stdout)
+                .iter()
+                .filter(|r| r.kind == "race" && mlx_patched::RACE.race_only(r.get("race")))
+            {
+                trials += r.int("trials");
+                leaked += r.int("leaked");
+            }
+            if trials == 0 {
+                return Err(format!("{} ran no race-only scenario", exe.display()));
+            }
+            Ok(Shown {
+                shows: leaked > 0,
+                figure: format!(
+                    "{leaked} of {trials} trials of threads letting go of one group at once orphaned it"
+                ),
+            })
+        }
+        Bug::KernelCacheRace => {
+            let exe = probe("kernel_cache_race")?;
+            let race = mlx_patched::KERNEL_CACHE_RACE;
+            let (mut failed, mut processes) = (0, 0);
+            for round in 0..race.rounds {
+                let dir = work.join(format!("kernel-cache-{}-{round}", mlx.name));
+                for outcome in mlx_patched::probes::kernel_cache_round(
+                    &exe,
+                    &dir,
+                    race.processes,
+                    race.kernels,
+                )
+                .map_err(|e| e.to_string())?
+                {
+                    processes += 1;
+                    if let Err(e) = outcome {
+                        if !mlx_patched::probes::is_kernel_cache_race(&e) {
+                            return Err(format!(
+                                "{} failed otherwise than by the race: {e}",
+                                exe.display()
+                            ));
+                        }
+                        failed += 1;
+                    }
+                }
+            }
+            Ok(Shown {
+                shows: failed > 0,
+                figure: format!(
+                    "{failed} of {processes} processes building one kernel cache at once failed"
+                ),
+            })
+        }
+    }
+}
+
+/// `path` relative to the workspace when it is inside it.
+fn shown_path(path: &Path) -> String {
+    let path = path.canonicalize().unwrap_or(path.to_path_buf());
+    let root = workspace_root();
+    let root = root.canonicalize().unwrap_or(root);
+    path.strip_prefix(&root)
+        .unwrap_or(&path)
+        .display()
+        .to_string()
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -388,12 +544,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
     let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
     let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
-    let shown = series_dir.canonicalize().unwrap_or(series_dir.clone());
-    let shown = shown
-        .strip_prefix(workspace_root())
-        .unwrap_or(&shown)
-        .display()
-        .to_string();
+    let shown = shown_path(&series_dir);
     writeln!(
         report,
         "- series: `{shown}` ({} patches)\n\n## Replay onto the target\n",
@@ -406,8 +557,8 @@ pub fn run(args: &[String]) -> Result<()> {
     } else {
         Some(pinned.dir.as_path())
     };
-    let replayed = replay(base, &tree, &series, &work.join("repo"), &refreshed)?;
-    let mut conflict = false;
+    let ports = patch::ports_dir(&series_dir, &version);
+    let replayed = replay(base, &tree, &series, &ports, &work.join("repo"), &refreshed)?;
     for (name, r) in &replayed {
         match r {
             Replay::Clean if a.series.is_some() => {
@@ -415,8 +566,13 @@ pub fn run(args: &[String]) -> Result<()> {
             }
             Replay::Clean => writeln!(report, "- `{name}`: applies cleanly").unwrap(),
             Replay::ThreeWay => writeln!(report, "- `{name}`: applies with a 3-way merge").unwrap(),
+            Replay::Ported => writeln!(
+                report,
+                "- `{name}`: conflicts; its port `{}/{name}` applies",
+                shown_path(&ports)
+            )
+            .unwrap(),
             Replay::Conflict(hunks) => {
-                conflict = true;
                 // The hunks quote upstream code: print them, but keep only
                 // the files and hunk headers in the report.
                 println!("conflicting hunks of {name}:\n{}\n", hunks.trim());
@@ -450,10 +606,40 @@ pub fn run(args: &[String]) -> Result<()> {
     let control_leaks = control_leak.iter().all(|&b| b >= 24 << 20);
     let mut section = format!("\n## Measured on the target\n\n- upstream v{version} untouched, report's scenario: {control_leak:?} bytes retained per cycle\n");
 
+    // Each fix is judged by its bug on the control: one that conflicts is
+    // redundant where its bug no longer shows, and must be ported where it
+    // still does (or where nothing here can show it).
+    let (mut kept, mut redundant, mut unported) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, r) in &replayed {
+        let on_control = match bug_of(name) {
+            Some(bug) => Some(shows(bug, &control, &work)?),
+            None => None,
+        };
+        if let Some(o) = &on_control {
+            writeln!(
+                section,
+                "- the bug of `{name}`, on upstream v{version} untouched: {}",
+                o.figure
+            )
+            .unwrap();
+        }
+        match (r, on_control) {
+            (Replay::Conflict(_), Some(o)) if !o.shows => redundant.push(name.clone()),
+            (Replay::Conflict(_), Some(_)) => unported.push(format!(
+                "{name} (its bug shows on the target: port it to {}/)",
+                shown_path(&ports)
+            )),
+            (Replay::Conflict(_), None) => unported.push(format!(
+                "{name} (nothing here shows its bug: port it, or show it redundant)"
+            )),
+            _ => kept.push(name.clone()),
+        }
+    }
+
     let verdict;
     let mut suite_ok = false;
-    // The whole suite against the target, with a series (`None`: none, and
-    // every variant expected leak-free, since upstream itself is fixed).
+    // The whole suite against the target, with the series that applies
+    // (`upstream_fixed`: the control no longer leaks, so no variant may).
     let run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
         let mut test = cargo();
         test.args(["xtask", "test"])
@@ -484,48 +670,19 @@ pub fn run(args: &[String]) -> Result<()> {
         writeln!(section, "\n```\n{}\n```", tail.join("\n")).unwrap();
         Ok(out.status.success())
     };
-    if !control_leaks {
-        // The leak is fixed upstream; the patches that still apply (fixes of
-        // other bugs) are checked there, with every variant expected
-        // leak-free.
-        let names = |keep: bool| -> Vec<String> {
-            replayed
-                .iter()
-                .filter(|(_, r)| matches!(r, Replay::Conflict(_)) != keep)
-                .map(|(n, _)| n.clone())
-                .collect()
-        };
-        let (kept, dropped) = (names(true), names(false));
-        if a.suite {
-            writeln!(section, "- the regression suite against the target with the patches that apply ({}), every variant expected leak-free:", if kept.is_empty() { "none".to_string() } else { kept.join(", ") }).unwrap();
-            suite_ok = run_suite(&refreshed, true, &mut section)?;
-        }
-        let dropped = match dropped.len() {
-            0 => "no patch conflicts".to_string(),
-            1 => format!(
-                "{} conflicts with the target, where upstream's own leak fix replaces it",
-                dropped[0]
-            ),
-            _ => format!(
-                "{} conflict with the target, where upstream's own leak fix replaces them",
-                dropped.join(", ")
-            ),
-        };
-        let kept = if kept.is_empty() {
-            "nothing else to keep".to_string()
-        } else {
-            format!("keep {}", kept.join(", "))
-        };
-        verdict = match (a.suite, suite_ok) {
-            (true, true) => format!("upstream no longer leaks: {dropped}; {kept}: the suite passes with them"),
-            (true, false) => format!("upstream no longer leaks: {dropped}; {kept}, but the suite fails with them (see suite.log)"),
-            (false, _) => format!("upstream no longer leaks: {dropped}; {kept}"),
-        };
-    } else if conflict && a.series.is_some() {
-        verdict = "broken: the ported series does not apply to the target".to_string();
-    } else if conflict {
-        verdict = "broken: the series conflicts and upstream still leaks; port the patch and rerun with --series".to_string();
+    if !unported.is_empty() {
+        verdict = format!(
+            "broken: {} cannot be dropped and does not apply: {}",
+            if unported.len() == 1 {
+                "a fix"
+            } else {
+                "fixes"
+            },
+            unported.join("; ")
+        );
     } else {
+        // The fixes that apply (ports included), on the target: none of
+        // their bugs may show.
         let patched = build_variant(mlx_patched::Variant::PATCHED, &tree, &refreshed, &work)?;
         let patched_leak = scenario_on(&patched, &work)?;
         writeln!(
@@ -533,15 +690,61 @@ pub fn run(args: &[String]) -> Result<()> {
             "- patched v{version}: {patched_leak:?} bytes retained per cycle"
         )
         .unwrap();
-        if a.suite {
-            section +=
-                "- the regression suite against the target (pristine and patched of the target):\n";
-            suite_ok = run_suite(&refreshed, false, &mut section)?;
+        let mut still_shows = Vec::new();
+        for name in &kept {
+            if let Some(bug) = bug_of(name) {
+                let o = shows(bug, &patched, &work)?;
+                writeln!(
+                    section,
+                    "- the bug of `{name}`, on patched v{version}: {}",
+                    o.figure
+                )
+                .unwrap();
+                if o.shows {
+                    still_shows.push(name.clone());
+                }
+            }
         }
-        verdict = if patched_leak.iter().all(|&b| b == 0) && (suite_ok || !a.suite) {
-            "still needed: upstream leaks, the patched target does not".to_string()
+        if a.suite {
+            writeln!(
+                section,
+                "- the regression suite against the target with {}:",
+                kept.join(", ")
+            )
+            .unwrap();
+            suite_ok = run_suite(&refreshed, !control_leaks, &mut section)?;
+        }
+        let redundant = if redundant.is_empty() {
+            String::new()
         } else {
-            "broken: the patched target still leaks or the suite fails".to_string()
+            format!(
+                "; redundant (their bugs do not show on upstream v{version} untouched): {}",
+                redundant.join(", ")
+            )
+        };
+        let suite = match (a.suite, suite_ok) {
+            (true, true) => "; the suite passes",
+            (true, false) => "; the suite fails (see suite.log)",
+            (false, _) => "",
+        };
+        verdict = if patched_leak.iter().any(|&b| b != 0) || !still_shows.is_empty() {
+            format!(
+                "broken: the patched target still shows the bug of {}",
+                if still_shows.is_empty() {
+                    "the report's scenario".to_string()
+                } else {
+                    still_shows.join(", ")
+                }
+            )
+        } else if a.suite && !suite_ok {
+            format!("broken: keep {}{redundant}{suite}", kept.join(", "))
+        } else if redundant.is_empty() {
+            format!("still needed: keep every patch{suite}")
+        } else {
+            format!(
+                "partly redundant: keep {}{redundant}{suite}",
+                kept.join(", ")
+            )
         };
     }
     section += &format!("\n## Verdict\n\n{verdict}\n");
@@ -713,4 +916,47 @@ fn apply(
         return Err(format!("{e}; every file was restored"));
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bug_check_names_a_patch_of_the_series() {
+        let names: Vec<String> = patch::series(&patch::series_dir())
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for (stem, bug) in BUGS {
+            let file = format!("{stem}.patch");
+            assert!(names.contains(&file), "{stem} is not in patches/");
+            assert_eq!(bug_of(&file), Some(*bug));
+        }
+        assert_eq!(bug_of("0003-divmod-vmap-one-axis-per-output.patch"), None);
+    }
+
+    #[test]
+    fn every_port_replaces_a_patch_of_the_series() {
+        let dir = patch::series_dir();
+        let names: Vec<_> = patch::series(&dir)
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_owned())
+            .collect();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let ports = entry.unwrap().path();
+            if !ports.is_dir() {
+                continue;
+            }
+            for port in patch::series(&ports).unwrap() {
+                assert!(
+                    names.contains(&port.file_name().unwrap().to_owned()),
+                    "{} ports no patch of the series",
+                    port.display()
+                );
+            }
+        }
+    }
 }

@@ -43,8 +43,10 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
 /// Against the pin every fix must apply. With `--target` (a carrier
 /// version or an upstream checkout, as for `rebase`) the fixes are staged
 /// against that newer tree, where upstream takes fixes, in
-/// `<out>/v<version>/`; a fix that no longer applies there is listed, not
-/// staged: whether upstream still needs it is `rebase`'s verdict.
+/// `<out>/v<version>/`; a fix ported by hand to that version
+/// (`patches/v<version>/`) is staged in its place; a fix that no longer
+/// applies there is listed, not staged: whether upstream still needs it is
+/// `rebase`'s verdict.
 pub fn upstream_pr(args: &[String]) -> Result<()> {
     const USAGE: &str =
         "usage: cargo xtask upstream-pr [--out DIR] [--target <carrier-version | upstream-dir>]";
@@ -115,6 +117,24 @@ pub fn upstream_pr(args: &[String]) -> Result<()> {
             // A fix written against the pin may need a three-way merge: it
             // gets the pin's files as the merge base.
             let pinned = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+            // A fix ported by hand to this version goes in its place.
+            let ports = patch::ports_dir(&opts.patches_dir, &version);
+            let series: Vec<PathBuf> = series
+                .iter()
+                .map(|p| {
+                    let port = ports.join(p.file_name().unwrap_or_default());
+                    if port.is_file() {
+                        println!(
+                            "{}: its port {} goes in its place",
+                            p.display(),
+                            port.display()
+                        );
+                        port
+                    } else {
+                        p.clone()
+                    }
+                })
+                .collect();
             let staged = stage(&upstream, &version, &series, &dir, None, Some(&pinned.dir))?;
             let (ok, not): (Vec<_>, Vec<_>) = staged.iter().partition(|(_, r)| r.is_ok());
             println!("\nOnto upstream v{version} (tree {}): {} of {} fixes apply alone (`git am`, three-way where needed), staged in {}/<patch>/.", upstream.tree_id, ok.len(), series.len(), dir.display());

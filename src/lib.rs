@@ -264,8 +264,10 @@ pub fn assert_loads(exe: &str) {
 pub struct SuiteRun {
     /// Test case name -> passed, from doctest's JUnit report.
     pub cases: BTreeMap<String, bool>,
-    /// Whether the last run's report was complete (false: the binary
-    /// crashed or aborted outside a test case).
+    /// Whether the last run's report was complete. It says nothing about
+    /// how the binary ended: doctest closes its JUnit report from its
+    /// fatal-signal handler too, and a crash after the last case (in a
+    /// static destructor) comes after the report. See [`SuiteRun::exit_problem`].
     pub finished: bool,
     /// Test cases that crashed the binary (counted as failed; the rest ran
     /// again without them).
@@ -275,6 +277,23 @@ pub struct SuiteRun {
 }
 
 impl SuiteRun {
+    /// Why the binary's exit does not agree with its report, if it does
+    /// not. A run ends cleanly with exit status 0 and no failing case, or
+    /// with doctest's status for failed cases (1) and the failures named.
+    /// Anything else, a signal above all, is a crash the report cannot
+    /// show.
+    pub fn exit_problem(&self) -> Option<String> {
+        let failing = self.failures().len();
+        match self.status.code() {
+            Some(0) if failing == 0 => None,
+            Some(1) if failing > 0 => None,
+            _ => Some(format!(
+                "the suite ended with {} with {failing} failing case(s) in its report",
+                signal_or_code(self.status)
+            )),
+        }
+    }
+
     pub fn failures(&self) -> Vec<&String> {
         self.cases
             .iter()
@@ -296,6 +315,12 @@ fn unescape(s: &str) -> String {
 /// empty today) in a child process, which may crash without taking the
 /// test along.
 pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
+    run_mlx_suite_with(variant, &[], &[])
+}
+
+/// [`run_mlx_suite`] with more environment and doctest arguments (a test of
+/// the check itself narrows the cases and preloads a library).
+pub fn run_mlx_suite_with(variant: &Variant, env: &[(&str, &str)], args: &[&str]) -> SuiteRun {
     // A test case that crashes the binary (doctest reports the signal as
     // its error) ends the run; it counts as failed and the rest runs again
     // without it, so a memory-corruption bug's test on the control does
@@ -309,6 +334,8 @@ pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
                 "--no-colors",
                 &mlx_patched::mlx_tests_filter_also(&crashed),
             ])
+            .args(args)
+            .envs(env.iter().copied())
             .output()
             .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
         let xml = String::from_utf8_lossy(&out.stdout);

@@ -4,7 +4,7 @@
 //! there; nothing that passes on pristine may fail on a fix. Nothing is
 //! excluded (`mlx_patched::MLX_TESTS_EXCLUDED` is empty): GGUF is built in.
 
-use mlx_fork::{control_and_fixes, run_mlx_suite, Expect};
+use mlx_fork::{control_and_fixes, run_mlx_suite, run_mlx_suite_with, Expect};
 use mlx_patched::{patch, Env};
 
 /// Test cases the patch series adds to MLX's suite.
@@ -78,6 +78,9 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
             "{} suite did not finish ({}):\n{}",
             variant.name, fixed.status, fixed.stderr
         );
+        if let Some(problem) = fixed.exit_problem() {
+            panic!("{}: {problem}:\n{}", variant.name, fixed.stderr);
+        }
         println!(
             "{}: {} test cases; new: {new:?}",
             variant.name,
@@ -112,4 +115,50 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
             );
         }
     }
+}
+
+/// A shared library that aborts the process when it unloads, after `main`
+/// returned: a stand-in for a crash in a static destructor.
+fn abort_at_exit() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let lib = dir.join("abort_at_exit.so");
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/abort_at_exit.c"
+        ))
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed to build abort_at_exit.so");
+    lib
+}
+
+#[test]
+fn a_fixed_suite_that_crashes_after_its_last_case_fails_the_check() {
+    // One quick case that passes everywhere, then SIGABRT at exit: the
+    // report is complete and clean, so only the exit status can tell.
+    let variant = control_and_fixes()
+        .into_iter()
+        .find(|v| v.name != "pristine")
+        .expect("a fixed variant");
+    let lib = abort_at_exit();
+    let preload = if cfg!(target_os = "macos") {
+        "DYLD_INSERT_LIBRARIES"
+    } else {
+        "LD_PRELOAD"
+    };
+    let run = run_mlx_suite_with(
+        variant,
+        &[(preload, lib.to_str().unwrap())],
+        &["--test-case=test arange"],
+    );
+    assert_eq!(run.cases.get("test arange"), Some(&true), "{run:?}");
+    assert!(run.finished, "the report was not closed: {run:?}");
+    let problem = run.exit_problem();
+    assert!(
+        problem.as_deref().is_some_and(|p| p.contains("SIGABRT")),
+        "a crash after the last case passed the check: {run:?}"
+    );
 }

@@ -381,11 +381,17 @@ fn suite_results(stdout: &str) -> BTreeMap<String, String> {
     results
 }
 
-/// mlx-rs 0.33.0's own tests on one variant: (results, why each failure failed).
-fn run_suite(
-    variant: Variant,
-    mlx: &Artifacts,
-) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+/// mlx-rs 0.33.0's own tests on one variant.
+struct SuiteOutcome {
+    /// Test name -> `ok`, `FAILED` or `ignored`.
+    results: BTreeMap<String, String>,
+    /// Why each failure failed.
+    reasons: BTreeMap<String, String>,
+    /// Why the run's exit disagrees with its results, if it does.
+    exit_problem: Option<String>,
+}
+
+fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<SuiteOutcome> {
     let src = target_dir()?.join("mlx-rs/suite-src");
     if !src.join("Cargo.toml").is_file() {
         // A fresh copy of the published package: cargo writes its lock file
@@ -495,7 +501,54 @@ fn run_suite(
             }
         }
     }
-    Ok((results, reasons))
+    Ok(SuiteOutcome {
+        exit_problem: cargo_test_exit_problem(&stdout, &stderr, out.status.success()),
+        results,
+        reasons,
+    })
+}
+
+/// Why a `cargo test --no-fail-fast` run's exit does not agree with what
+/// its test binaries reported, if it does not. Each binary that ran must
+/// print its `test result:` line; each that exited unsuccessfully must be
+/// one that reported failures, and only those may. A binary that crashed
+/// after its last test (a static destructor, the library unloading) reported
+/// `ok` and still exited unsuccessfully.
+fn cargo_test_exit_problem(stdout: &str, stderr: &str, success: bool) -> Option<String> {
+    let ran = stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Running "))
+        .count();
+    let reported = stdout
+        .lines()
+        .filter(|l| l.starts_with("test result: "))
+        .count();
+    let failed = stdout
+        .lines()
+        .filter(|l| l.starts_with("test result: FAILED"))
+        .count();
+    let unsuccessful: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("didn't exit successfully"))
+        .map(str::trim)
+        .collect();
+    if ran == 0 || reported != ran {
+        Some(format!(
+            "{ran} test binaries ran and {reported} reported a result: {unsuccessful:?}"
+        ))
+    } else if unsuccessful.len() != failed {
+        Some(format!(
+            "{} test binaries exited unsuccessfully and {failed} reported failures: {unsuccessful:?}",
+            unsuccessful.len()
+        ))
+    } else if success != (failed == 0) {
+        Some(format!(
+            "cargo test {} with {failed} failing binaries",
+            if success { "succeeded" } else { "failed" }
+        ))
+    } else {
+        None
+    }
 }
 
 fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
@@ -519,39 +572,52 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
     for (variant, mlx) in &variants {
         suites.push((variant.name, run_suite(*variant, mlx)?));
     }
-    for (name, (results, _)) in &suites {
+    for (name, suite) in &suites {
         println!(
             "mlx-rs 0.33.0's own tests on {name}: {} passed, {} failed, {} ignored",
-            count(results, "ok"),
-            count(results, "FAILED"),
-            count(results, "ignored")
+            count(&suite.results, "ok"),
+            count(&suite.results, "FAILED"),
+            count(&suite.results, "ignored")
         );
     }
     let (pristine, patched) = (&suites[0].1, &suites[1].1);
+    // The fixed variant's run must end as its results say: a crash after
+    // the last test is a failure no result line shows.
+    if let Some(problem) = &patched.exit_problem {
+        failures.push(format!(
+            "mlx-rs's tests on patched: {problem} (see target/mlx-rs/suite-patched.log)"
+        ));
+    } else {
+        passed += 1;
+    }
     let regressions: Vec<&String> = pristine
-        .0
+        .results
         .iter()
-        .filter(|(n, o)| *o == "ok" && patched.0.get(*n).map(String::as_str) != Some("ok"))
+        .filter(|(n, o)| *o == "ok" && patched.results.get(*n).map(String::as_str) != Some("ok"))
         .map(|(n, _)| n)
         .collect();
     let both: Vec<&String> = patched
-        .0
+        .results
         .iter()
-        .filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) == Some("FAILED"))
+        .filter(|(n, o)| {
+            *o == "FAILED" && pristine.results.get(*n).map(String::as_str) == Some("FAILED")
+        })
         .map(|(n, _)| n)
         .collect();
     for name in &both {
         let why = patched
-            .1
+            .reasons
             .get(*name)
             .map(String::as_str)
             .unwrap_or("(see target/mlx-rs/suite-patched.log)");
         println!("  fails on both: {name}: {why}");
     }
     let only_patched: Vec<&String> = patched
-        .0
+        .results
         .iter()
-        .filter(|(n, o)| *o == "FAILED" && pristine.0.get(*n).map(String::as_str) != Some("FAILED"))
+        .filter(|(n, o)| {
+            *o == "FAILED" && pristine.results.get(*n).map(String::as_str) != Some("FAILED")
+        })
         .map(|(n, _)| n)
         .collect();
     if regressions.is_empty() && only_patched.is_empty() {
@@ -561,12 +627,12 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
     }
     rows.push(format!(
         "note\tmlx-rs 0.33.0's own tests: pristine {} passed / {} failed / {} ignored, patched {} / {} / {}; {} fail on both",
-        count(&pristine.0, "ok"),
-        count(&pristine.0, "FAILED"),
-        count(&pristine.0, "ignored"),
-        count(&patched.0, "ok"),
-        count(&patched.0, "FAILED"),
-        count(&patched.0, "ignored"),
+        count(&pristine.results, "ok"),
+        count(&pristine.results, "FAILED"),
+        count(&pristine.results, "ignored"),
+        count(&patched.results, "ok"),
+        count(&patched.results, "FAILED"),
+        count(&patched.results, "ignored"),
         both.len()
     ));
     for f in &failures {
@@ -666,4 +732,46 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         || format!("a no-op build of tests/mlx-sys-dependent warned: {stderr}"),
     );
     Ok((t.passed, t.failures))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cargo_test_exit_problem;
+
+    const RAN_TWO: &str = "\
+     Running unittests src/lib.rs (target/debug/deps/mlx_rs-1)
+     Running tests/ops.rs (target/debug/deps/ops-2)
+";
+
+    #[test]
+    fn a_clean_run_and_a_run_with_named_failures_agree_with_their_exit() {
+        let ok = "test result: ok. 10 passed; 0 failed\n\ntest result: ok. 3 passed; 0 failed\n";
+        assert_eq!(cargo_test_exit_problem(ok, RAN_TWO, true), None);
+        let failed =
+            "test result: FAILED. 9 passed; 1 failed\n\ntest result: ok. 3 passed; 0 failed\n";
+        let stderr = format!(
+            "{RAN_TWO}error: test failed, to rerun pass `--lib`\n\nCaused by:\n  process didn't exit successfully: `target/debug/deps/mlx_rs-1` (exit status: 101)\n"
+        );
+        assert_eq!(cargo_test_exit_problem(failed, &stderr, false), None);
+    }
+
+    #[test]
+    fn a_binary_that_crashes_after_its_last_test_is_a_problem() {
+        let ok = "test result: ok. 10 passed; 0 failed\n\ntest result: ok. 3 passed; 0 failed\n";
+        let stderr = format!(
+            "{RAN_TWO}error: test failed, to rerun pass `--test ops`\n\nCaused by:\n  process didn't exit successfully: `target/debug/deps/ops-2` (signal: 6, SIGABRT: process abort signal)\n"
+        );
+        let problem = cargo_test_exit_problem(ok, &stderr, false).unwrap();
+        assert!(problem.contains("SIGABRT"), "{problem}");
+    }
+
+    #[test]
+    fn a_binary_that_dies_mid_run_or_a_run_of_nothing_is_a_problem() {
+        let one = "test result: ok. 10 passed; 0 failed\n";
+        let stderr = format!(
+            "{RAN_TWO}  process didn't exit successfully: `target/debug/deps/ops-2` (signal: 11, SIGSEGV: invalid memory reference)\n"
+        );
+        assert!(cargo_test_exit_problem(one, &stderr, false).is_some());
+        assert!(cargo_test_exit_problem("", "", true).is_some());
+    }
 }

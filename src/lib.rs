@@ -430,10 +430,13 @@ pub fn report_note(note: &str) {
     report_line(&format!("note\t{note}\n"));
 }
 
-/// Records, beside the table, the value digests of the fuzz slice's
-/// programs that `variant` ran without an error: `cargo xtask test` compares
-/// patched's with pristine's (`mlx_fuzz::oracle::differ_digests`).
-pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u64>) {
+/// Records, beside the table, what each program of the fuzz slice came to
+/// on `variant` (its bits, or its error's class): `cargo xtask test`
+/// compares patched's with pristine's (`mlx_fuzz::oracle::differ_runs`).
+pub fn report_results(
+    variant: &str,
+    results: &std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>,
+) {
     let Some(path) = mlx_patched::Env::process().report_file() else {
         return;
     };
@@ -443,9 +446,9 @@ pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u
     }
     std::fs::write(
         &file,
-        serde_json::to_string(digests).expect("digests serialize"),
+        serde_json::to_string(results).expect("results serialize"),
     )
-    .expect("write the slice's digests");
+    .expect("write the slice's results");
 }
 
 /// Appends to the table of the `cargo xtask test` run in progress

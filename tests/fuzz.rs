@@ -46,25 +46,23 @@ fn worker() -> Worker {
     }
 }
 
-/// The slice's findings; the digests of the programs it ran are recorded
-/// for the differential of patched against pristine.
+/// The slice's findings; what each program it ran came to (bits or an
+/// error) is recorded for the differential of patched against pristine.
 fn slice() -> Vec<(u64, Vec<Finding>)> {
     let mut found = Vec::new();
-    let mut digests = std::collections::BTreeMap::new();
+    let mut results = std::collections::BTreeMap::new();
     worker()
         .run_seeds(SEED, 0, COUNT, |e: Event| {
             let f = e.findings();
             if let Event::Ran(i, o) = &e {
-                if o.error.is_none() && o.eager_error.is_none() {
-                    digests.insert(*i, o.digest);
-                }
+                results.insert(*i, o.result());
             }
             if !f.is_empty() {
                 found.push((e.index(), f));
             }
         })
         .expect("the worker runs the slice");
-    mlx_fork::report_digests(linked().name, &digests);
+    mlx_fork::report_results(linked().name, &results);
     found
 }
 
@@ -226,10 +224,10 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
         // The control is built without the series.
         let with: &[String] = if v.name == "pristine" { &[] } else { &series };
         let show = c.must_show(with, v.leak_free());
-        let got = w
+        let event = w
             .run_program(&c.program)
-            .expect("the worker runs the finding")
-            .findings();
+            .expect("the worker runs the finding");
+        let got = event.findings();
         let file = c.file.display();
         if show {
             assert!(
@@ -246,6 +244,19 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
                 v.name,
                 c.fixed_by
             );
+            // Fixed means it runs: an exception in place of the crash is not
+            // a fix, unless it is the refusal a patch raises on purpose.
+            if let Event::Ran(_, o) = &event {
+                assert!(
+                    o.error
+                        .as_deref()
+                        .is_none_or(mlx_fuzz::oracle::raised_by_the_fix),
+                    "{file} on {} (with {}): it raised {:?}",
+                    v.name,
+                    c.fixed_by,
+                    o.error
+                );
+            }
         }
     }
 }

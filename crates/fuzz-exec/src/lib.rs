@@ -561,19 +561,19 @@ pub fn measure(p: &Program) -> Outcome {
         digest: FNV_START,
         ..Default::default()
     };
-    match run(p, Mode::AsWritten, Some(&mut written)) {
-        Err(e) => o.error = Some(e.message().to_string()),
-        Ok(()) => {
-            let _ = mlx::synchronize();
-            let (bytes, descs) = (mlx::memory::active() as i64, census());
-            let again = run(p, Mode::AsWritten, None);
-            let _ = mlx::synchronize();
-            o.leaked_bytes = mlx::memory::active() as i64 - bytes;
-            o.leaked_descriptors = census().zip(descs).map(|(a, b)| a - b);
-            if let Err(e) = again {
-                o.error = Some(format!("on the second run only: {}", e.message()));
-            }
-        }
+    let first = run(p, Mode::AsWritten, Some(&mut written));
+    // The same program again, measured: what a run leaves behind, on the
+    // error path too (an exception through `compile` can leak as well).
+    let _ = mlx::synchronize();
+    let (bytes, descs) = (mlx::memory::active() as i64, census());
+    let again = run(p, Mode::AsWritten, None);
+    let _ = mlx::synchronize();
+    o.leaked_bytes = mlx::memory::active() as i64 - bytes;
+    o.leaked_descriptors = census().zip(descs).map(|(a, b)| a - b);
+    match (first, again) {
+        (Err(e), _) => o.error = Some(e.message().to_string()),
+        (Ok(()), Err(e)) => o.error = Some(format!("on the second run only: {}", e.message())),
+        (Ok(()), Ok(())) => {}
     }
     o.digest = written.digest;
     o.overrun = written.overrun.take();

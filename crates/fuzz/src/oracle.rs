@@ -131,22 +131,28 @@ pub fn judge(o: &Outcome) -> Vec<Finding> {
             detail: o.overrun.clone().unwrap_or_default(),
         });
     }
+    // Nor does a leak: the measured run is judged on the error path too.
+    if o.leaked_bytes != 0 || o.leaked_descriptors.unwrap_or(0) != 0 {
+        let descs = o
+            .leaked_descriptors
+            .map(|d| format!(", {d} descriptors"))
+            .unwrap_or_default();
+        let raised = if o.error.is_some() {
+            ", after an error"
+        } else {
+            ""
+        };
+        out.push(Finding {
+            kind: Kind::Leak,
+            detail: format!("{} bytes{descs}{raised}", o.leaked_bytes),
+        });
+    }
     match (&o.error, &o.eager_error) {
         (Some(e), None) if not_implemented(e).is_none() => out.push(Finding {
             kind: Kind::TransformError,
             detail: first_line(e),
         }),
         (None, _) => {
-            if o.leaked_bytes != 0 || o.leaked_descriptors.unwrap_or(0) != 0 {
-                let descs = o
-                    .leaked_descriptors
-                    .map(|d| format!(", {d} descriptors"))
-                    .unwrap_or_default();
-                out.push(Finding {
-                    kind: Kind::Leak,
-                    detail: format!("{} bytes{descs}", o.leaked_bytes),
-                });
-            }
             if let Some(m) = &o.mismatch {
                 out.push(Finding {
                     kind: Kind::Mismatch,
@@ -159,43 +165,109 @@ pub fn judge(o: &Outcome) -> Vec<Finding> {
     out
 }
 
-/// The differential oracle: the same program, run by two variants (in two
-/// processes, since their libraries' symbols clash), must evaluate the same
-/// bits where both ran it. Where one of them raised, its own verdict
-/// ([`judge`]) says whether that is a finding; a leak changes no value.
-pub fn differ(a: &Outcome, b: &Outcome) -> Option<Finding> {
-    let ran = |o: &Outcome| o.error.is_none() && o.eager_error.is_none();
-    if !ran(a) || !ran(b) || a.digest == b.digest {
-        return None;
+/// What one run of a program amounts to for the differential: the bits it
+/// evaluated, or the class of the error it raised.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunResult {
+    Ran(u64),
+    Raised(String),
+}
+
+/// The class of an error message: its first line with every number
+/// replaced by `#`, so that the same rule broken by other sizes is one
+/// class.
+pub fn error_class(message: &str) -> String {
+    let mut class = String::new();
+    for c in first_line(message).chars() {
+        if c.is_ascii_digit() {
+            if !class.ends_with('#') {
+                class.push('#');
+            }
+        } else {
+            class.push(c);
+        }
     }
-    let eager = match (a.eager_digest, b.eager_digest) {
+    class
+}
+
+impl Outcome {
+    /// The run as the differential compares it. An error in either form
+    /// (as written, or the eager reference) is the result.
+    pub fn result(&self) -> RunResult {
+        match (&self.error, &self.eager_error) {
+            (Some(e), _) => RunResult::Raised(error_class(e)),
+            (None, Some(e)) => RunResult::Raised(format!("eagerly: {}", error_class(e))),
+            (None, None) => RunResult::Ran(self.digest),
+        }
+    }
+}
+
+/// Errors the series raises on purpose where the control computes on: a fix
+/// that refuses an input the control mishandles. Each: a fragment of the
+/// fix's message, and the patch with its reason.
+pub const RAISED_BY_THE_FIX: &[(&str, &str)] = &[(
+    "[Eig::eval_cpu] The matrix has infinite or NaN entries.",
+    "0006-eig-rejects-non-finite-matrix: LAPACK's geev writes outside its buffers on such a matrix",
+)];
+
+/// Whether an error (or its class) is one the series raises on purpose.
+pub fn raised_by_the_fix(class: &str) -> bool {
+    RAISED_BY_THE_FIX.iter().any(|(m, _)| class.contains(m))
+}
+
+/// The differential oracle over one program's results on a fix and on the
+/// control (run in two processes, since their libraries' symbols clash):
+/// the same bits where both ran it, the same class of error where both
+/// raised, and no error on the fix that the control does not raise. An
+/// error on the control alone is the control's bug, which its own verdict
+/// ([`judge`]) names.
+pub fn differ_results(fix: &RunResult, control: &RunResult) -> Option<String> {
+    match (fix, control) {
+        (RunResult::Ran(x), RunResult::Ran(y)) if x != y => {
+            Some(format!("digest {x:016x} against {y:016x}"))
+        }
+        (RunResult::Raised(e), RunResult::Ran(_)) if !raised_by_the_fix(e) => {
+            Some(format!("raises only on the fix: {e}"))
+        }
+        (RunResult::Raised(e), RunResult::Raised(f)) if e != f => {
+            Some(format!("raises otherwise on the fix: {e} against {f}"))
+        }
+        _ => None,
+    }
+}
+
+/// [`differ_results`] on two outcomes, as a finding.
+pub fn differ(fix: &Outcome, control: &Outcome) -> Option<Finding> {
+    let detail = differ_results(&fix.result(), &control.result())?;
+    let eager = match (fix.eager_digest, control.eager_digest) {
+        _ if !detail.starts_with("digest") => "",
         (Some(x), Some(y)) if x == y => ", eager values equal",
         (Some(_), Some(_)) => ", eager values differ too",
         _ => "",
     };
     Some(Finding {
         kind: Kind::VariantsDiffer,
-        detail: format!("digest {:016x} against {:016x}{eager}", a.digest, b.digest),
+        detail: format!("{detail}{eager}"),
     })
 }
 
-/// [`differ`] over whole runs kept as digests (program index to digest, of
-/// the programs each variant ran without an error): how many programs both
-/// ran, and those whose bits differ.
-pub fn differ_digests(
-    a: &std::collections::BTreeMap<u64, u64>,
-    b: &std::collections::BTreeMap<u64, u64>,
-) -> (usize, Vec<u64>) {
-    let both: Vec<(u64, bool)> = a
-        .iter()
-        .filter_map(|(i, x)| b.get(i).map(|y| (*i, x == y)))
-        .collect();
-    let differ = both
-        .iter()
-        .filter(|(_, same)| !same)
-        .map(|(i, _)| *i)
-        .collect();
-    (both.len(), differ)
+/// [`differ_results`] over whole runs (program index to result): how many
+/// programs both ran to a result, and those that differ, with how.
+pub fn differ_runs(
+    fix: &std::collections::BTreeMap<u64, RunResult>,
+    control: &std::collections::BTreeMap<u64, RunResult>,
+) -> (usize, Vec<(u64, String)>) {
+    let mut both = 0;
+    let mut differ = Vec::new();
+    for (i, x) in fix {
+        if let Some(y) = control.get(i) {
+            both += 1;
+            if let Some(d) = differ_results(x, y) {
+                differ.push((*i, d));
+            }
+        }
+    }
+    (both, differ)
 }
 
 /// Whether `f` is the same failure as `want`, for the shrinker: a leak is a
@@ -268,7 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn variants_differ_only_where_both_ran_and_their_bits_differ() {
+    fn variants_differ_where_their_bits_or_errors_differ_or_the_fix_alone_raises() {
         let a = Outcome {
             digest: 1,
             eager_digest: Some(7),
@@ -284,13 +356,65 @@ mod tests {
         let f = differ(&a, &b).expect("other bits are a finding");
         assert_eq!(f.kind, Kind::VariantsDiffer);
         assert!(f.detail.ends_with("eager values equal"), "{}", f.detail);
-        // A variant that raised has no values to compare.
+        // The control alone raising is the control's bug, named by judge.
         b.error = Some("[compile] Internal error".into());
         assert_eq!(differ(&a, &b), None);
+        // The fix alone raising is a finding, even where judge calls it
+        // MLX's rule (the eager form raising too).
+        let mut fix = Outcome {
+            error: Some("[vmap] Split of 3 into 2".into()),
+            eager_error: Some("[vmap] Split of 3 into 2".into()),
+            ..Default::default()
+        };
+        assert!(judge(&fix).is_empty());
+        let control = Outcome::default();
+        let f = differ(&fix, &control).expect("an error on the fix alone");
+        assert_eq!(f.detail, "raises only on the fix: [vmap] Split of # into #");
+        // Both raising: the same class is no difference, another class is.
+        let mut control = fix.clone();
+        control.error = Some("[vmap] Split of 5 into 4".into());
+        assert_eq!(differ(&fix, &control), None);
+        fix.error = Some("[compile] unordered_map::at".into());
+        assert!(differ(&fix, &control).is_some());
+        // An error a patch raises on purpose is not a difference.
+        let fix = Outcome {
+            error: Some("[Eig::eval_cpu] The matrix has infinite or NaN entries.".into()),
+            ..Default::default()
+        };
+        assert_eq!(differ(&fix, &Outcome::default()), None);
 
-        let x = [(0, 10), (1, 11), (3, 13)].into_iter().collect();
-        let y = [(0, 10), (1, 99), (2, 12)].into_iter().collect();
-        assert_eq!(differ_digests(&x, &y), (2, vec![1]));
+        let r = |d| RunResult::Ran(d);
+        let x = [
+            (0, r(10)),
+            (1, r(11)),
+            (3, r(13)),
+            (4, RunResult::Raised("e".into())),
+        ]
+        .into_iter()
+        .collect();
+        let y = [(0, r(10)), (1, r(99)), (2, r(12)), (4, r(14))]
+            .into_iter()
+            .collect();
+        let (both, differ) = differ_runs(&x, &y);
+        assert_eq!(both, 3);
+        assert_eq!(
+            differ.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![1, 4]
+        );
+    }
+
+    #[test]
+    fn a_leak_after_an_error_is_a_leak() {
+        let o = Outcome {
+            error: Some("[reshape] Cannot reshape".into()),
+            eager_error: Some("[reshape] Cannot reshape".into()),
+            leaked_bytes: 4096,
+            ..Default::default()
+        };
+        let f = judge(&o);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, Kind::Leak);
+        assert_eq!(f[0].detail, "4096 bytes, after an error");
     }
 
     #[test]

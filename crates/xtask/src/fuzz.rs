@@ -398,30 +398,43 @@ fn differential(args: &[String]) -> Result<()> {
 /// and on pristine (`mlx_fork::report_digests`) must agree wherever both
 /// variants ran a program.
 pub fn slice_differential(report: &std::path::Path) -> Result<String> {
-    let read = |v: &str| -> Result<std::collections::BTreeMap<u64, u64>> {
+    type Results = std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>;
+    let read = |v: &str| -> Result<Results> {
         let file = report.join(format!("fuzz-slice-{v}.json"));
         let text = std::fs::read_to_string(&file).map_err(|e| {
             format!(
-                "the fuzz slice recorded no digests on {v} ({}: {e})",
+                "the fuzz slice recorded no results on {v} ({}: {e})",
                 file.display()
             )
         })?;
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
     };
     let (patched, pristine) = (read("patched")?, read("pristine")?);
-    let (both, differ) = mlx_fuzz::oracle::differ_digests(&patched, &pristine);
+    let (both, differ) = mlx_fuzz::oracle::differ_runs(&patched, &pristine);
+    let raised = |r: &Results| {
+        r.values()
+            .filter(|x| matches!(x, mlx_fuzz::oracle::RunResult::Raised(_)))
+            .count()
+    };
     if both == 0 {
         return Err("the fuzz slice: no program ran on both variants, nothing compared".into());
     }
     if !differ.is_empty() {
+        let shown: Vec<String> = differ
+            .iter()
+            .take(10)
+            .map(|(i, d)| format!("program {i}: {d}"))
+            .collect();
         return Err(format!(
-            "the fuzz slice: {} of {both} programs computed other bits on patched than on pristine: programs {:?} (`cargo xtask fuzz print <seed> <index>`)",
+            "the fuzz slice: {} of {both} programs came out otherwise on patched than on pristine (`cargo xtask fuzz print <seed> <index>`):\n  {}",
             differ.len(),
-            &differ[..differ.len().min(10)]
+            shown.join("\n  ")
         ));
     }
     Ok(format!(
-        "fuzz slice, patched against pristine: the same bits in all {both} programs both ran"
+        "fuzz slice, patched against pristine: all {both} programs both ran came out the same (the same bits, or the same class of error: {} raised on patched, {} on pristine)",
+        raised(&patched),
+        raised(&pristine)
     ))
 }
 

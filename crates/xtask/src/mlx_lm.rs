@@ -227,7 +227,8 @@ fn failures_alone(
         match outcome.as_deref() {
             Some("passed") => {}
             Some("failed") => failed += 1,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "{id} alone on {} (run {run}) gave no result to compare ({other:?}, pytest {}): {}",
                 variant.name,
                 out.status,
@@ -235,7 +236,8 @@ fn failures_alone(
                     .lines()
                     .last()
                     .unwrap_or("")
-            )),
+            ))
+            }
         }
     }
     Ok(failed)

@@ -238,9 +238,18 @@ impl Env {
         Ok(Some(prefix))
     }
 
-    /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks.
+    /// `MLX_FORK_UPSTREAM_FIXED`: upstream itself no longer leaks. `1` says
+    /// so; `0` or empty says not; any other value is a mistake, refused.
     pub fn upstream_fixed(&self) -> bool {
-        self.read(MLX_FORK_UPSTREAM_FIXED).is_some()
+        match self.read(MLX_FORK_UPSTREAM_FIXED) {
+            None => false,
+            Some(v) if v == "1" => true,
+            Some(v) if v == "0" || v.is_empty() => false,
+            Some(v) => panic!(
+                "{}={v:?}: set it to 1 (upstream fixed the leak) or 0, or leave it unset",
+                MLX_FORK_UPSTREAM_FIXED.name
+            ),
+        }
     }
 
     /// `MLX_FORK_REPORT_FILE`: the summary table of the current `cargo xtask

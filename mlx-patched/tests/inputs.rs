@@ -348,3 +348,23 @@ fn a_build_tells_cargo_about_every_file_it_reads() {
         }
     }
 }
+
+#[test]
+fn upstream_fixed_is_1_or_0_and_nothing_else() {
+    // Only this test reads MLX_FORK_UPSTREAM_FIXED.
+    let read = |v: &str| {
+        std::env::set_var("MLX_FORK_UPSTREAM_FIXED", v);
+        std::panic::catch_unwind(|| Env::process().upstream_fixed())
+    };
+    let (one, zero, empty, yes) = (read("1"), read("0"), read(""), read("yes"));
+    std::env::remove_var("MLX_FORK_UPSTREAM_FIXED");
+    assert!(one.unwrap());
+    assert!(!zero.unwrap(), "0 must not count as set");
+    assert!(!empty.unwrap());
+    let err = yes.unwrap_err();
+    let message = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("MLX_FORK_UPSTREAM_FIXED=\"yes\""),
+        "{message}"
+    );
+}

@@ -82,7 +82,27 @@ pub fn run(args: &[String]) -> Result<()> {
             .collect::<String>()
     );
     println!("   => {}", suite.status);
-    Ok(())
+
+    // A candidate is only as good as the evidence the series must pass.
+    let mut failed = Vec::new();
+    if leak.mib_per_cycle != 0.0 {
+        failed.push(format!(
+            "the report's scenario retains {:.2} MiB per cycle",
+            leak.mib_per_cycle
+        ));
+    }
+    if !held.status.success() {
+        failed.push(format!("held_output: {}", held.status));
+    }
+    if !suite.status.success() {
+        failed.push(format!("MLX's own suite: {}", suite.status));
+    }
+    if failed.is_empty() {
+        println!("candidate `{name}`: no leak, the held output survives, MLX's suite passes");
+        Ok(())
+    } else {
+        Err(format!("candidate `{name}` fails: {}", failed.join("; ")))
+    }
 }
 
 const USAGE: &str = "usage: cargo xtask try <name> <patch>...   (build upstream + the patches as experiment-<name> and report)";

@@ -135,5 +135,29 @@ pub fn run(args: &[String]) -> Result<()> {
     if !same {
         return Err("the variants computed different outputs".into());
     }
+    // Each variant retains what its verdict says, through both APIs.
+    let expectations = crate::expectations();
+    let mut outside = Vec::new();
+    for (variant, cpp, rust) in &rows {
+        let verdict = expectations
+            .verdict_of(variant)
+            .ok_or(format!("no verdict for {variant}"))?;
+        let bound = mlx_patched::Cell::REPORT.bound(verdict);
+        for (api, s) in [("C++", cpp), ("Rust", rust)] {
+            let bytes = (s.mib_per_cycle * (1u64 << 20) as f64).round() as i64;
+            if !bound.admits(bytes) {
+                outside.push(format!(
+                    "{variant} ({api} API): {:.2} MiB per cycle, expected {bound}",
+                    s.mib_per_cycle
+                ));
+            }
+        }
+    }
+    if !outside.is_empty() {
+        return Err(format!(
+            "retained memory outside its bound: {}",
+            outside.join("; ")
+        ));
+    }
     Ok(())
 }

@@ -391,14 +391,6 @@ fn test() -> Result<()> {
         }
     }
 
-    if outcome.is_ok() && mlx_rs.is_ok() && python.is_ok() && mlx_lm.is_ok() {
-        // The figures belong to this tree and series: `upstream-pr` quotes
-        // them only while both are unchanged.
-        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
-            .map_err(|e| e.to_string())?;
-        std::fs::write(report.join("measured-for"), fingerprint).map_err(|e| e.to_string())?;
-    }
-
     // The tree is upstream's release: its files against the official wheels.
     let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
     let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
@@ -448,6 +440,23 @@ fn test() -> Result<()> {
         }
     } else {
         println!("recorded sanitizer runs: not checked (not the pinned tree and series)");
+    }
+
+    // The figures belong to this tree and series, and only once every
+    // check above passed: `upstream-pr` quotes them only then, and only
+    // while both are unchanged.
+    let measured_for = report.join("measured-for");
+    let _ = std::fs::remove_file(&measured_for);
+    if outcome.is_ok()
+        && mlx_rs.is_ok()
+        && python.is_ok()
+        && mlx_lm.is_ok()
+        && provenance.is_ok()
+        && sanitized.is_ok()
+    {
+        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
+            .map_err(|e| e.to_string())?;
+        std::fs::write(&measured_for, fingerprint).map_err(|e| e.to_string())?;
     }
 
     // The series must stay ready for upstream: `git am` onto a clean tree.

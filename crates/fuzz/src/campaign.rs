@@ -304,6 +304,10 @@ pub struct Tally {
     /// both forms (rules the generator does not model).
     pub max_rel_diff: f64,
     pub rejected: u64,
+    /// Programs that ran to the end without an error in either form: the
+    /// throughput that measures search, which rejected and crashed ones
+    /// do not.
+    pub executed: u64,
     /// Programs whose fused values went beyond the tolerance while the
     /// unfused compile gave eager's bits (`Outcome::fused_rounding`).
     pub fused_rounding: u64,
@@ -320,6 +324,7 @@ impl Tally {
         if let Event::Ran(_, o) = e {
             self.max_rel_diff = self.max_rel_diff.max(o.max_rel_diff);
             self.rejected += (o.error.is_some() && o.eager_error.is_some()) as u64;
+            self.executed += (o.error.is_none() && o.eager_error.is_none()) as u64;
             self.fused_rounding += o.fused_rounding.is_some() as u64;
         }
         for f in e.findings() {
@@ -345,8 +350,9 @@ impl Tally {
             .map(|(k, n)| format!("{} {n}", k.name()))
             .collect();
         format!(
-            "{} programs ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager, {} beyond it only where fused); findings: {}",
+            "{} programs, {} executed to the end ({} rejected by MLX compiled and eager alike; compiled within {:.1e} of eager, {} beyond it only where fused); findings: {}",
             self.programs,
+            self.executed,
             self.rejected,
             self.max_rel_diff,
             self.fused_rounding,

@@ -519,7 +519,11 @@ pub fn run(args: &[String]) -> Result<()> {
         tally.summary(),
         mlx_patched::progress::elapsed(started.elapsed())
     );
-    println!("{:.0} programs/s", tally.programs as f64 / secs);
+    println!(
+        "{:.0} programs/s, {:.0} executed to the end/s",
+        tally.programs as f64 / secs,
+        tally.executed as f64 / secs
+    );
     for (f, i) in first_of.iter().take(SHRINK_AT_MOST) {
         let p = mlx_fuzz::program_of_seed_with(a.seed, *i, a.releases);
         // Each try of a hang waits out the worker's timeout: kept whole.

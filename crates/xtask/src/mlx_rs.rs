@@ -393,23 +393,27 @@ struct SuiteOutcome {
 
 fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<SuiteOutcome> {
     let src = target_dir()?.join("mlx-rs/suite-src");
-    if !src.join("Cargo.toml").is_file() {
-        // A fresh copy of the published package: cargo writes its lock file
-        // and nothing may be written into the registry's copy.
-        let package = mlx_patched::published_package(
-            &Env::process().cargo(),
-            &workspace_root().join("tests/mlx-rs/Cargo.toml"),
-            "mlx-rs",
-            "0.33.0",
-            false,
-        )
-        .map_err(|e| e.to_string())?;
+    // A fresh copy of the published package: cargo writes its lock file and
+    // nothing may be written into the registry's copy. The copy names the
+    // package it was taken from, and is taken again when that changes.
+    let package = mlx_patched::published_package(
+        &Env::process().cargo(),
+        &workspace_root().join("tests/mlx-rs/Cargo.toml"),
+        "mlx-rs",
+        "0.33.0",
+        false,
+    )
+    .map_err(|e| e.to_string())?;
+    let origin = src.join(".copied-from");
+    let from = package.display().to_string();
+    if std::fs::read_to_string(&origin).ok().as_deref() != Some(from.as_str()) {
         let _ = std::fs::remove_dir_all(&src);
         mlx_patched::copy_tree(&package, &src).map_err(|e| e.to_string())?;
         // A workspace of its own: the copy may sit inside this one (target/).
         let manifest = src.join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
         std::fs::write(&manifest, text + "\n[workspace]\n").map_err(|e| e.to_string())?;
+        std::fs::write(&origin, &from).map_err(|e| e.to_string())?;
     }
     let sys = workspace_root().join("crates/mlx-sys");
     let mut test = cargo();

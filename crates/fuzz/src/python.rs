@@ -311,6 +311,33 @@ pub fn shows(kind: Kind) -> bool {
     )
 }
 
+/// Whether a printed script's run showed a finding of `kind`, from its exit
+/// (`code`, or the `signal` that ended it) and the last line it printed.
+/// Only the failure the kind names counts: a leak prints a non-zero
+/// `leaked_bytes` and exits 1, an error prints `error: ...` and exits 1, a
+/// crash dies of a crash signal. Anything else (an interpreter that cannot
+/// import mlx, a kill from outside) shows nothing.
+pub fn showed(kind: Kind, code: Option<i32>, signal: Option<i32>, last_line: &str) -> bool {
+    match kind {
+        Kind::Leak => {
+            code == Some(1)
+                && last_line
+                    .strip_prefix("leaked_bytes ")
+                    .and_then(|b| b.trim().parse::<i64>().ok())
+                    .is_some_and(|b| b != 0)
+        }
+        Kind::TransformError => code == Some(1) && last_line.starts_with("error: "),
+        Kind::Crash => matches!(signal, Some(4 | 6 | 7 | 8 | 11)),
+        _ => false,
+    }
+}
+
+/// Whether a printed script's run was clean: exit 0 after it printed that
+/// nothing leaked.
+pub fn ran_clean(code: Option<i32>, last_line: &str) -> bool {
+    code == Some(0) && last_line == "leaked_bytes 0"
+}
+
 /// The whole script, or why Python cannot express the program.
 pub fn print(p: &Program, title: &str) -> Result<String, &'static str> {
     if let Some(why) = p.stmts.iter().find_map(inexpressible) {
@@ -410,5 +437,25 @@ mod tests {
             body.contains("    del v1\n    del v2\n    del v0\n"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn a_script_shows_only_the_failure_its_kind_names() {
+        assert!(showed(Kind::Leak, Some(1), None, "leaked_bytes 4096"));
+        assert!(!showed(Kind::Leak, Some(1), None, ""));
+        assert!(!showed(Kind::Leak, Some(1), None, "error: shapes"));
+        assert!(showed(
+            Kind::TransformError,
+            Some(1),
+            None,
+            "error: [compile] x"
+        ));
+        assert!(!showed(Kind::TransformError, Some(1), None, "Traceback"));
+        assert!(showed(Kind::Crash, None, Some(11), ""));
+        assert!(!showed(Kind::Crash, None, Some(9), ""));
+        assert!(!showed(Kind::Crash, Some(1), None, "error: x"));
+        assert!(ran_clean(Some(0), "leaked_bytes 0"));
+        assert!(!ran_clean(Some(0), ""));
+        assert!(!ran_clean(Some(1), "error: x"));
     }
 }

@@ -7,20 +7,99 @@
 use mlx_fork::{control_and_fixes, run_mlx_suite, run_mlx_suite_with, Expect};
 use mlx_patched::{patch, Env};
 
-/// Test cases the patch series adds to MLX's suite.
-fn new_cases() -> Vec<String> {
-    let mut names = Vec::new();
+/// Per patch (by stem), the new cases that must fail on the control, which
+/// lacks the patch: each shows that patch's bug. The series' other new cases
+/// guard against a wrong fix and pass on the control: 0001's release by
+/// destruction (the path the control already handles) and its live sibling
+/// that must survive the release of the others.
+const SHOW_THE_BUG: &[(&str, &[&str])] = &[
+    (
+        "0001-release-sibling-groups-on-every-path",
+        &[
+            "test sibling group released by copy assignment",
+            "test sibling group released by move assignment",
+            "test sibling group released by descriptor overwrite",
+            "test sibling group released through a consumer's inputs",
+            "test compile with multi-output primitive releases captures",
+        ],
+    ),
+    (
+        "0003-divmod-vmap-one-axis-per-output",
+        &["test vmap divmod"],
+    ),
+    (
+        "0004-compile-order-equivalent-multi-output-primitives",
+        &["test compile merges equivalent multi-output primitives in order"],
+    ),
+    (
+        "0005-lu-factor-size-in-elements",
+        &["test lu factor counts elements not bytes"],
+    ),
+    (
+        "0006-eig-rejects-non-finite-matrix",
+        &["test eig of a matrix with infinite or NaN entries"],
+    ),
+    (
+        "0007-compile-outputs-apart-from-returned-arrays",
+        &["test compile returning a captured array"],
+    ),
+    (
+        "0008-release-sibling-groups-under-a-lock",
+        &["test sibling group released on two threads at once"],
+    ),
+];
+
+/// Test cases each patch of the series adds to MLX's suite, by stem.
+fn new_cases_by_patch() -> Vec<(String, Vec<String>)> {
     let dir = Env::process()
         .series_dir()
         .unwrap_or_else(patch::series_dir);
-    for file in patch::series(&dir).unwrap() {
-        for line in std::fs::read_to_string(&file).unwrap().lines() {
-            if let Some(rest) = line.strip_prefix("+TEST_CASE(\"") {
-                names.push(rest.split("\")").next().unwrap().to_string());
-            }
+    patch::series(&dir)
+        .unwrap()
+        .iter()
+        .map(|file| {
+            let names = std::fs::read_to_string(file)
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.strip_prefix("+TEST_CASE(\""))
+                .map(|rest| rest.split("\")").next().unwrap().to_string())
+                .collect();
+            let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+            (stem, names)
+        })
+        .collect()
+}
+
+/// Test cases the patch series adds to MLX's suite.
+fn new_cases() -> Vec<String> {
+    new_cases_by_patch()
+        .into_iter()
+        .flat_map(|(_, names)| names)
+        .collect()
+}
+
+#[test]
+fn every_patch_with_new_cases_names_those_that_show_its_bug() {
+    for (stem, names) in new_cases_by_patch() {
+        let listed = SHOW_THE_BUG.iter().find(|(s, _)| *s == stem);
+        if names.is_empty() {
+            assert!(
+                listed.is_none(),
+                "{stem} adds no case, yet SHOW_THE_BUG names some"
+            );
+            continue;
+        }
+        let (_, shown) = listed.unwrap_or_else(|| {
+            panic!("{stem} adds cases {names:?}: name in SHOW_THE_BUG those that show its bug")
+        });
+        assert!(!shown.is_empty(), "{stem}: no case shows its bug");
+        for case in *shown {
+            assert!(
+                names.iter().any(|n| n == case),
+                "{stem}: `{case}` is not one of its new cases {names:?}"
+            );
         }
     }
-    names
 }
 
 #[test]
@@ -58,6 +137,21 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
             "{} fails an upstream test: {pristine_failures:?}",
             control.name
         );
+        // Each patch's bug shows on its own: every case named for it fails.
+        for (stem, names) in new_cases_by_patch() {
+            let shown = SHOW_THE_BUG
+                .iter()
+                .find(|(s, _)| *s == stem)
+                .map_or(&[][..], |(_, c)| *c);
+            for case in shown.iter().filter(|c| names.iter().any(|n| n == *c)) {
+                assert_eq!(
+                    pristine.cases.get(*case),
+                    Some(&false),
+                    "{stem}'s `{case}` must fail on {}: it no longer shows the bug",
+                    control.name
+                );
+            }
+        }
         for name in &new {
             assert!(
                 pristine.cases.contains_key(name),

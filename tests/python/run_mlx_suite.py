@@ -109,15 +109,21 @@ def main():
     os.chdir(tests_dir)
     sys.path.insert(0, tests_dir)
     if len(sys.argv) > 3 and sys.argv[2] == "--repeat":
+        # Each test alone, exactly `times` times: how often it failed, and
+        # how often it gave no result to count (skipped, or not loadable).
         times = int(sys.argv[3])
         for test_id in sys.argv[4:]:
-            runs, failures, detail = 0, 0, ""
-            while runs < times and failures == 0:
+            failures, unjudged, detail = 0, 0, ""
+            for _ in range(times):
                 outcome, why = run_alone(test_id)
-                runs += 1
-                if outcome not in ("passed", "skipped"):
-                    failures, detail = 1, why
-            emit(event="repeat", id=test_id, runs=runs, failures=failures, detail=detail)
+                if outcome == "failed":
+                    failures += 1
+                    detail = detail or why
+                elif outcome != "passed":
+                    unjudged += 1
+                    detail = detail or f"{outcome}: {why}"
+            emit(event="repeat", id=test_id, runs=times, failures=failures,
+                 unjudged=unjudged, detail=detail)
         return
     outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
     for test_id, (outcome, _) in sorted(outcomes.items()):

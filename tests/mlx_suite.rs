@@ -211,24 +211,6 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
     }
 }
 
-/// A shared library that aborts the process when it unloads, after `main`
-/// returned: a stand-in for a crash in a static destructor.
-fn abort_at_exit() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let lib = dir.join("abort_at_exit.so");
-    let status = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/support/abort_at_exit.c"
-        ))
-        .status()
-        .expect("run cc");
-    assert!(status.success(), "cc failed to build abort_at_exit.so");
-    lib
-}
-
 #[test]
 fn a_fixed_suite_that_crashes_after_its_last_case_fails_the_check() {
     // One quick case that passes everywhere, then SIGABRT at exit: the
@@ -237,15 +219,13 @@ fn a_fixed_suite_that_crashes_after_its_last_case_fails_the_check() {
         .into_iter()
         .find(|v| v.name != "pristine")
         .expect("a fixed variant");
-    let lib = abort_at_exit();
-    let preload = if cfg!(target_os = "macos") {
-        "DYLD_INSERT_LIBRARIES"
-    } else {
-        "LD_PRELOAD"
-    };
+    let lib = mlx_patched::probes::abort_at_exit_library(std::path::Path::new(env!(
+        "CARGO_TARGET_TMPDIR"
+    )))
+    .unwrap();
     let run = run_mlx_suite_with(
         variant,
-        &[(preload, lib.to_str().unwrap())],
+        &[(mlx_patched::probes::PRELOAD, lib.to_str().unwrap())],
         &["--test-case=test arange"],
     );
     assert_eq!(run.cases.get("test arange"), Some(&true), "{run:?}");

@@ -128,3 +128,37 @@ pub fn is_kernel_cache_race(failure: &str) -> bool {
     failure.contains("Could not load C++ shared library")
         || failure.contains("Failed to load compiled function")
 }
+
+/// A shared library that aborts the process as it unloads, after `main`
+/// returned and every report was written: a stand-in for a crash in a
+/// static destructor (`tests/support/abort_at_exit.c`), built with `cc`
+/// into `dir`. The checks preload it to show they see such a crash.
+pub fn abort_at_exit_library(dir: &Path) -> Result<PathBuf, crate::Error> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new(".."))
+        .join("tests/support/abort_at_exit.c");
+    std::fs::create_dir_all(dir)
+        .map_err(|e| crate::Error::new(format!("{}: {e}", dir.display())))?;
+    let lib = dir.join("abort_at_exit.so");
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .status()
+        .map_err(|e| crate::Error::new(format!("cannot run cc: {e}")))?;
+    if !status.success() {
+        return Err(crate::Error::new(format!(
+            "cc could not build {} ({status})",
+            source.display()
+        )));
+    }
+    Ok(lib)
+}
+
+/// The variable that makes the dynamic loader preload a library.
+pub const PRELOAD: &str = if cfg!(target_os = "macos") {
+    "DYLD_INSERT_LIBRARIES"
+} else {
+    "LD_PRELOAD"
+};

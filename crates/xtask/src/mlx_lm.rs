@@ -569,6 +569,35 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     t.check(lost.is_empty(), || {
         format!("mlx-lm tests that came out worse on patched than on pristine in the suite and, run alone {RERUNS} times on each, are not flaky on pristine alike: {lost:?}")
     });
+    // The exit check sees a crash after the last test: one passing test
+    // again on patched, the interpreter aborting as it unloads a preloaded
+    // library.
+    let one = patched
+        .iter()
+        .find(|(_, (o, _))| o == "passed")
+        .map(|(id, _)| id.clone())
+        .ok_or("no mlx-lm test passed on patched")?;
+    let lib = mlx_patched::probes::abort_at_exit_library(&python_root()?.join("patched"))
+        .map_err(|e| e.to_string())?;
+    let results = python_root()?.join("patched").join("mlx-lm-aborted.jsonl");
+    let _ = std::fs::remove_file(&results);
+    let aborted = pytest(Variant::PATCHED, &envs[1].1, &root, &results)?
+        .arg(&one)
+        .env(mlx_patched::probes::PRELOAD, &lib)
+        .output()
+        .map_err(|e| format!("cannot run pytest: {e}"))?;
+    let passed_alone = std::fs::read_to_string(&results)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| v["event"] == "result" && v["id"] == one.as_str() && v["outcome"] == "passed");
+    let seen = pytest_exit_problem(aborted.status, 0);
+    t.check(passed_alone && seen.is_some(), || {
+        format!("mlx-lm's {one} with a library that aborts at unload: passed {passed_alone}, the exit check saw {seen:?}")
+    });
+    if let Some(problem) = seen {
+        println!("mlx-lm's {one} with a library that aborts at unload: {problem}: seen");
+    }
     for (id, (o, why)) in patched {
         if o == "failed" && outcome(pristine, id) == "failed" {
             println!("  fails on both: {id}: {why}");

@@ -17,6 +17,19 @@ use std::path::{Path, PathBuf};
 /// another runner is stale. Everything the runner runs is hashed besides.
 pub const RUNNER_VERSION: u32 = 2;
 
+/// The runner's sources that decide what it runs and how it judges, and
+/// their sha256 when [`RUNNER_VERSION`] last moved (each path, a NUL, its
+/// bytes, a NUL). A test fails when they change and this does not: bump
+/// the version, re-record both runs, then set the new hash.
+const RUNNER_SOURCES: &[&str] = &[
+    "crates/xtask/src/sanitize/judge.rs",
+    "crates/xtask/src/sanitize/logs.rs",
+    "crates/xtask/src/sanitize/scenarios.rs",
+    "crates/xtask/src/sanitize/mod.rs",
+];
+const RUNNER_SOURCES_SHA256: &str =
+    "25b0553916199cf955f28c6a83cfa7f6c3e3a28dd7c194032ca930177d1b97e6";
+
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
     workspace_root()
@@ -308,6 +321,23 @@ mod tests {
         }
         // The runner's own source is not: its logic is RUNNER_VERSION.
         assert!(!files.iter().any(|f| f.to_string_lossy().contains("xtask")));
+    }
+
+    #[test]
+    fn the_runner_version_moves_with_the_runner() {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for f in RUNNER_SOURCES {
+            h.update(f.as_bytes());
+            h.update([0]);
+            h.update(std::fs::read(crate::workspace_root().join(f)).unwrap());
+            h.update([0]);
+        }
+        let now: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            now, RUNNER_SOURCES_SHA256,
+            "the sanitizer runner changed ({RUNNER_SOURCES:?}): bump RUNNER_VERSION (now {RUNNER_VERSION}), re-record both runs, and set RUNNER_SOURCES_SHA256 to {now}"
+        );
     }
 
     /// The compilers are inputs: with another `CXX`, a record is stale.

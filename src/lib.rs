@@ -264,10 +264,8 @@ pub fn assert_loads(exe: &str) {
 pub struct SuiteRun {
     /// Test case name -> passed, from doctest's JUnit report.
     pub cases: BTreeMap<String, bool>,
-    /// Whether the last run's report was complete. It says nothing about
-    /// how the binary ended: doctest closes its JUnit report from its
-    /// fatal-signal handler too, and a crash after the last case (in a
-    /// static destructor) comes after the report. See [`SuiteRun::exit_problem`].
+    /// Whether the last run's report was complete (false: the binary
+    /// crashed or aborted outside a test case).
     pub finished: bool,
     /// Test cases that crashed the binary (counted as failed; the rest ran
     /// again without them).
@@ -277,23 +275,6 @@ pub struct SuiteRun {
 }
 
 impl SuiteRun {
-    /// Why the binary's exit does not agree with its report, if it does
-    /// not. A run ends cleanly with exit status 0 and no failing case, or
-    /// with doctest's status for failed cases (1) and the failures named.
-    /// Anything else, a signal above all, is a crash the report cannot
-    /// show.
-    pub fn exit_problem(&self) -> Option<String> {
-        let failing = self.failures().len();
-        match self.status.code() {
-            Some(0) if failing == 0 => None,
-            Some(1) if failing > 0 => None,
-            _ => Some(format!(
-                "the suite ended with {} with {failing} failing case(s) in its report",
-                signal_or_code(self.status)
-            )),
-        }
-    }
-
     pub fn failures(&self) -> Vec<&String> {
         self.cases
             .iter()
@@ -315,12 +296,6 @@ fn unescape(s: &str) -> String {
 /// empty today) in a child process, which may crash without taking the
 /// test along.
 pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
-    run_mlx_suite_with(variant, &[], &[])
-}
-
-/// [`run_mlx_suite`] with more environment and doctest arguments (a test of
-/// the check itself narrows the cases and preloads a library).
-pub fn run_mlx_suite_with(variant: &Variant, env: &[(&str, &str)], args: &[&str]) -> SuiteRun {
     // A test case that crashes the binary (doctest reports the signal as
     // its error) ends the run; it counts as failed and the rest runs again
     // without it, so a memory-corruption bug's test on the control does
@@ -334,8 +309,6 @@ pub fn run_mlx_suite_with(variant: &Variant, env: &[(&str, &str)], args: &[&str]
                 "--no-colors",
                 &mlx_patched::mlx_tests_filter_also(&crashed),
             ])
-            .args(args)
-            .envs(env.iter().copied())
             .output()
             .unwrap_or_else(|e| panic!("run {}: {e}", variant.mlx_tests));
         let xml = String::from_utf8_lossy(&out.stdout);
@@ -430,13 +403,10 @@ pub fn report_note(note: &str) {
     report_line(&format!("note\t{note}\n"));
 }
 
-/// Records, beside the table, what each program of the fuzz slice came to
-/// on `variant` (its bits, or its error's class): `cargo xtask test`
-/// compares patched's with pristine's (`mlx_fuzz::oracle::differ_runs`).
-pub fn report_results(
-    variant: &str,
-    results: &std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>,
-) {
+/// Records, beside the table, the value digests of the fuzz slice's
+/// programs that `variant` ran without an error: `cargo xtask test` compares
+/// patched's with pristine's (`mlx_fuzz::oracle::differ_digests`).
+pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u64>) {
     let Some(path) = mlx_patched::Env::process().report_file() else {
         return;
     };
@@ -446,9 +416,9 @@ pub fn report_results(
     }
     std::fs::write(
         &file,
-        serde_json::to_string(results).expect("results serialize"),
+        serde_json::to_string(digests).expect("digests serialize"),
     )
-    .expect("write the slice's results");
+    .expect("write the slice's digests");
 }
 
 /// Appends to the table of the `cargo xtask test` run in progress

@@ -53,8 +53,17 @@ pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
 
 /// A C++ probe of `crates/probes/cpp/` linked against a build's prefix.
 pub fn cpp_probe(mlx: &mlx_patched::Artifacts, probe: &str) -> Result<std::path::PathBuf> {
-    let dir = target_dir()?.join("probes");
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    cpp_probe_in(mlx, probe, &target_dir()?.join("probes"))
+}
+
+/// [`cpp_probe`] built into `dir` (a rebase keeps its target's probes apart
+/// from the pin's, whose variants have the same names).
+pub fn cpp_probe_in(
+    mlx: &mlx_patched::Artifacts,
+    probe: &str,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let exe = dir.join(format!("{probe}-{}", mlx.name));
     mlx_patched::compile_program(
         mlx,

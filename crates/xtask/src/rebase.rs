@@ -380,19 +380,7 @@ struct Shown {
 const RELEASE_RACE_TRIALS: u32 = 2000;
 
 fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
-    let probe = |name: &str| -> Result<PathBuf> {
-        let dir = work.join("probes");
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let exe = dir.join(format!("{name}-{}", mlx.name));
-        mlx_patched::compile_program(
-            mlx,
-            &mlx_patched::probes::source(name),
-            &exe,
-            &mlx_patched::Env::process(),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(exe)
-    };
+    let probe = |name: &str| crate::demo::cpp_probe_in(mlx, name, &work.join("probes"));
     match bug {
         Bug::ReportLeak => {
             let cycles = scenario_on(mlx, work)?;

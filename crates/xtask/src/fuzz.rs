@@ -394,9 +394,9 @@ fn differential(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The suite's differential: the digests the fuzz slice recorded on patched
-/// and on pristine (`mlx_fork::report_digests`) must agree wherever both
-/// variants ran a program.
+/// The suite's differential: what each program of the fuzz slice came to on
+/// patched and on pristine (recorded by `tests/fuzz.rs`'s `report_results`:
+/// its bits or its error's class) must agree wherever both variants ran it.
 pub fn slice_differential(report: &std::path::Path) -> Result<String> {
     type Results = std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>;
     let read = |v: &str| -> Result<Results> {

@@ -321,12 +321,19 @@ pub(crate) fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<
 /// MLX's Python suite on one interpreter: outcome and detail per test id.
 /// A test that failed and passed when run again alone is `flaky`. The
 /// runner streams its events, so a crash names the test that was running.
-fn mlx_suite(python: &Path, tree: &Path, log: &Path) -> Result<BTreeMap<String, (String, String)>> {
+/// `tmp` is its `TMPDIR`, which holds MLX's kernel cache.
+fn mlx_suite(
+    python: &Path,
+    tree: &Path,
+    log: &Path,
+    tmp: &Path,
+) -> Result<BTreeMap<String, (String, String)>> {
     let runner = workspace_root().join("tests/python/run_mlx_suite.py");
     let out = Command::new(python)
         .arg(&runner)
         .arg(tree.join("python/tests"))
         .env("DEVICE", "cpu")
+        .env("TMPDIR", tmp)
         .output()
         .map_err(|e| e.to_string())?;
     std::fs::write(
@@ -736,13 +743,38 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         }
     }
 
-    // 4. MLX's Python suite on both.
+    // 4. MLX's Python suite on both, side by side: each run is mostly one
+    // thread. Each compiles its kernels into an empty cache folder of its
+    // own, so that patched never loads a kernel pristine built, and builds
+    // every kernel its suite needs with its own code.
+    eprintln!("running MLX's Python test suite on pristine and patched side by side (DEVICE=cpu)");
+    let runs: Vec<Result<BTreeMap<String, (String, String)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = pythons
+            .iter()
+            .map(|(v, python)| {
+                s.spawn(move || {
+                    let mlx =
+                        mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
+                    let dir = python_root()?.join(v.name);
+                    let cache = dir.join("mlx-python-suite-tmp");
+                    let _ = std::fs::remove_dir_all(&cache);
+                    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+                    let log = dir.join("mlx-python-suite.log");
+                    mlx_suite(python, &mlx.source_dir, &log, &cache)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a suite runner thread panicked".into()))
+            })
+            .collect()
+    });
     let mut suites = Vec::new();
-    for (v, python) in &pythons {
-        let mlx = mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
-        eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name);
-        let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.push((v.name, mlx_suite(python, &mlx.source_dir, &log)?));
+    for ((v, _), run) in pythons.iter().zip(runs) {
+        suites.push((v.name, run?));
     }
     let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
         r.values().filter(|(x, _)| x == o).count()
@@ -928,7 +960,7 @@ mod tests {
         let python = Env::process().python();
         let python = Path::new(&python);
         let log = dir.join("log");
-        let results = mlx_suite(python, &dir, &log).unwrap();
+        let results = mlx_suite(python, &dir, &log, &dir).unwrap();
         let outcome = |id: &str| results.get(id).map(|(o, _)| o.as_str());
         assert_eq!(outcome("test_fake.T.test_a_pass"), Some("passed"));
         assert_eq!(outcome("test_fake.T.test_b_fail"), Some("failed"));
@@ -946,7 +978,7 @@ mod tests {
         assert!(repeat_tests(python, &dir, &[&missing], 2).is_err());
 
         std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
-        let err = mlx_suite(python, &dir, &log).unwrap_err();
+        let err = mlx_suite(python, &dir, &log, &dir).unwrap_err();
         assert!(
             err.contains("while running test_fake.T.test_b_crash"),
             "{err}"

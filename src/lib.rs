@@ -282,6 +282,25 @@ impl SuiteRun {
             .map(|(n, _)| n)
             .collect()
     }
+
+    /// Why the run's exit does not agree with its report, if it does not.
+    /// A run ends cleanly with exit status 0 and no failing case, or with
+    /// doctest's status for failed cases (1) and the failures named.
+    /// Anything else, a signal above all, is a crash the report cannot
+    /// show: doctest closes its JUnit report from its fatal-signal handler
+    /// too, and a crash after the last case (a static destructor) comes
+    /// after the report.
+    pub fn exit_problem(&self) -> Option<String> {
+        let failing = self.failures().len();
+        match self.status.code() {
+            Some(0) if failing == 0 => None,
+            Some(1) if failing > 0 => None,
+            _ => Some(format!(
+                "the suite ended with {} with {failing} failing case(s) in its report",
+                signal_or_code(self.status)
+            )),
+        }
+    }
 }
 
 fn unescape(s: &str) -> String {
@@ -403,10 +422,13 @@ pub fn report_note(note: &str) {
     report_line(&format!("note\t{note}\n"));
 }
 
-/// Records, beside the table, the value digests of the fuzz slice's
-/// programs that `variant` ran without an error: `cargo xtask test` compares
-/// patched's with pristine's (`mlx_fuzz::oracle::differ_digests`).
-pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u64>) {
+/// Records, beside the table, what each program of the fuzz slice came to
+/// on `variant` (its bits, or its error's class): `cargo xtask test`
+/// compares patched's with pristine's (`mlx_fuzz::oracle::differ_runs`).
+pub fn report_results(
+    variant: &str,
+    results: &std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>,
+) {
     let Some(path) = mlx_patched::Env::process().report_file() else {
         return;
     };
@@ -416,9 +438,9 @@ pub fn report_digests(variant: &str, digests: &std::collections::BTreeMap<u64, u
     }
     std::fs::write(
         &file,
-        serde_json::to_string(digests).expect("digests serialize"),
+        serde_json::to_string(results).expect("results serialize"),
     )
-    .expect("write the slice's digests");
+    .expect("write the slice's results");
 }
 
 /// Appends to the table of the `cargo xtask test` run in progress

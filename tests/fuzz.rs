@@ -62,29 +62,8 @@ fn slice() -> Vec<(u64, Vec<Finding>)> {
             }
         })
         .expect("the worker runs the slice");
-    report_results(linked().name, &results);
+    mlx_fork::report_results(linked().name, &results);
     found
-}
-
-/// Records, beside the summary table, what each program of the slice came
-/// to on `variant` (its bits, or its error's class): `cargo xtask test`
-/// compares patched's with pristine's (`mlx_fuzz::oracle::differ_runs`).
-fn report_results(
-    variant: &str,
-    results: &std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>,
-) {
-    let Some(path) = mlx_patched::Env::process().report_file() else {
-        return;
-    };
-    let file = path.with_file_name(format!("fuzz-slice-{variant}.json"));
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).expect("create the report directory");
-    }
-    std::fs::write(
-        &file,
-        serde_json::to_string(results).expect("results serialize"),
-    )
-    .expect("write the slice's results");
 }
 
 fn compiles(p: &Program) -> bool {

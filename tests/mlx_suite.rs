@@ -4,7 +4,7 @@
 //! there; nothing that passes on pristine may fail on a fix. Nothing is
 //! excluded (`mlx_patched::MLX_TESTS_EXCLUDED` is empty): GGUF is built in.
 
-use mlx_fork::{control_and_fixes, run_mlx_suite, signal_or_code, Expect, SuiteRun};
+use mlx_fork::{control_and_fixes, run_mlx_suite, Expect, SuiteRun};
 use mlx_patched::{patch, Env};
 
 /// Per patch (by stem), the new cases that must fail on the control, which
@@ -172,7 +172,7 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
             "{} suite did not finish ({}):\n{}",
             variant.name, fixed.status, fixed.stderr
         );
-        if let Some(problem) = exit_problem(&fixed) {
+        if let Some(problem) = fixed.exit_problem() {
             panic!("{}: {problem}:\n{}", variant.name, fixed.stderr);
         }
         println!(
@@ -208,24 +208,6 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
                 variant.name
             );
         }
-    }
-}
-
-/// Why a suite run's exit does not agree with its report, if it does not.
-/// A run ends cleanly with exit status 0 and no failing case, or with
-/// doctest's status for failed cases (1) and the failures named. Anything
-/// else, a signal above all, is a crash the report cannot show: doctest
-/// closes its JUnit report from its fatal-signal handler too, and a crash
-/// after the last case (a static destructor) comes after the report.
-fn exit_problem(run: &SuiteRun) -> Option<String> {
-    let failing = run.failures().len();
-    match run.status.code() {
-        Some(0) if failing == 0 => None,
-        Some(1) if failing > 0 => None,
-        _ => Some(format!(
-            "the suite ended with {} with {failing} failing case(s) in its report",
-            signal_or_code(run.status)
-        )),
     }
 }
 
@@ -270,7 +252,7 @@ fn a_fixed_suite_that_crashes_after_its_last_case_fails_the_check() {
     assert!(case.contains("name=\"test arange\""), "{xml}");
     assert_eq!(run.cases.get("test arange"), Some(&true), "{run:?}");
     assert!(run.finished, "the report was not closed: {run:?}");
-    let problem = exit_problem(&run);
+    let problem = run.exit_problem();
     assert!(
         problem.as_deref().is_some_and(|p| p.contains("SIGABRT")),
         "a crash after the last case passed the check: {run:?}"

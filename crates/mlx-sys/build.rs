@@ -7,7 +7,8 @@
 //!    at run time. Or the prefix in `MLX_SYS_PREFIX`, linked dynamically.
 //! 2. mlx-c: the tree of the published mlx-sys 0.7.0, checked against its
 //!    pinned tree id, compiled out of tree with `MLX_C_USE_SYSTEM_MLX=ON`
-//!    against that MLX's headers (never MLX's own copy).
+//!    against that MLX's headers (never MLX's own copy), once per MLX: in a
+//!    folder beside the variants that every target directory shares.
 //! 3. The float16/bfloat16 accessors mlx-rs needs off ARM (`shims/`).
 //! 4. bindgen over mlx-c's public headers.
 //! 5. The link lines, then the published crate's metadata for dependents:
@@ -32,7 +33,11 @@ fn main() -> Result<(), Error> {
     let (mlx, link) = linked_mlx(&env, &out_dir)?;
     let mlxc_src = mlx_patched::mlxc_source(&env)?;
 
-    let mlxc = build_mlxc(&mlxc_src, &mlx);
+    let mlxc = build_mlxc(
+        &mlxc_src,
+        &mlx,
+        &mlxc_build_dir(&env, &out_dir, &mlxc_src, &mlx),
+    )?;
     build_shims(&mlxc_src, &mlx, &env)?;
     generate_bindings(&mlxc_src, &out_dir)?;
 
@@ -125,12 +130,45 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
     Ok((mlx, Link::Static(link)))
 }
 
-/// Configures, builds and installs mlx-c (a static library) into OUT_DIR.
-fn build_mlxc(src: &Path, mlx: &Artifacts) -> PathBuf {
+/// Where mlx-c is built: one folder per MLX it compiles against, shared by
+/// every target directory that builds this crate against that MLX (this
+/// crate's tests, a dependent project, mlx-rs's own tests), so that each is
+/// compiled once. It lives beside the variants, under `MLX_PATCHED_BUILD_DIR`
+/// (default `<target>/mlx`). The folder is named by the MLX prefix, mlx-c's
+/// tree, the target and the compilers; within it CMake tracks the rest (the
+/// headers it includes, the flags), as it did in OUT_DIR.
+fn mlxc_build_dir(env: &Env, out_dir: &Path, src: &Path, mlx: &Artifacts) -> PathBuf {
+    let root = env
+        .build_dir()
+        .unwrap_or_else(|| mlx_patched::target_dir_of_out_dir(out_dir).join("mlx"));
+    let mut key = mlx_patched::Fingerprint::new("mlx-c build folder 1");
+    key.text("mlx prefix", mlx.prefix.display())
+        .text("mlx-c", src.display())
+        .text("cc", env.cc().unwrap_or_default().to_string_lossy())
+        .text("cxx", env.cxx_or_default().to_string_lossy());
+    for cfg in ["target_arch", "target_os", "target_env", "target_vendor"] {
+        key.text(cfg, env.target_cfg(cfg).unwrap_or_default());
+    }
+    root.join("mlx-c").join(&key.finish()[..16])
+}
+
+/// Configures, builds and installs mlx-c (a static library) into `dir`,
+/// holding its lock: two builds of one folder at once would corrupt it.
+fn build_mlxc(src: &Path, mlx: &Artifacts, dir: &Path) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    let _lock = mlx_patched::lock_file(&dir.join("lock"))?;
     let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("shims/std_format.h");
     let mut config = cmake::Config::new(src);
-    // ccache, as MLX's own CMake uses it, so that each target directory
-    // that builds mlx-c (one per variant and test project) shares objects.
+    // The flags are CMake's Release flags and ours, not the ones the `cc`
+    // crate derives, which vary with the version that a project's lock file
+    // picks: one folder must mean one compile for every project.
+    config
+        .out_dir(dir)
+        .no_default_flags(true)
+        .define("CMAKE_POSITION_INDEPENDENT_CODE", "ON");
+    // ccache, as MLX's own CMake uses it (a second checkout or a cleaned
+    // build folder then compiles nothing again).
     if std::process::Command::new("ccache")
         .arg("--version")
         .output()
@@ -142,7 +180,7 @@ fn build_mlxc(src: &Path, mlx: &Artifacts) -> PathBuf {
             .env("CCACHE_BASEDIR", "/")
             .env("CCACHE_NOHASHDIR", "1");
     }
-    config
+    Ok(config
         // std::format for standard libraries without it (see the header).
         .cxxflag(format!("-include {}", compat.display()))
         .define("MLX_C_USE_SYSTEM_MLX", "ON")
@@ -153,7 +191,7 @@ fn build_mlxc(src: &Path, mlx: &Artifacts) -> PathBuf {
         .define("MLX_DIR", mlx.prefix.join("share/cmake/MLX"))
         .define("CMAKE_INSTALL_LIBDIR", "lib")
         .profile("Release")
-        .build()
+        .build())
 }
 
 /// What mlx-rs needs that mlx-c leaves out off ARM: the float16/bfloat16

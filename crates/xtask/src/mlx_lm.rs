@@ -182,6 +182,7 @@ fn pytest(variant: Variant, python: &Path, root: &Path, results: &Path) -> Resul
     let mut cmd = Command::new(python.with_file_name("pytest"));
     cmd.args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect"])
         .current_dir(root)
+        .env("TMPDIR", crate::python::kernel_tmp(variant, false)?)
         .env("PYTHONPATH", workspace_root().join("tests/python"))
         .env("MLX_FORK_RESULTS", results)
         .env("HF_HUB_OFFLINE", "1")
@@ -265,6 +266,20 @@ fn pytest_exit_problem(status: std::process::ExitStatus, failed: usize) -> Optio
             "pytest ended with {status} with {failed} failed tests in its results"
         )),
     }
+}
+
+/// `f` of each item, each on a thread of its own, in the items' order.
+fn side_by_side<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.iter().map(|item| s.spawn(|| f(item))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+            .collect()
+    })
 }
 
 /// mlx-lm's suite on one environment, with the exclusions of [`EXCLUDED`].
@@ -356,6 +371,7 @@ fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<Reco
     let out = Command::new(python)
         .arg(&script)
         .args(args)
+        .env("TMPDIR", crate::python::kernel_tmp(variant, false)?)
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
@@ -497,21 +513,27 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let expectations = crate::expectations();
     let mut t = Tally::new();
     let variants = [Variant::PRISTINE, Variant::PATCHED];
-    let mut envs = Vec::new();
+    // The wheels one at a time (they share the build environment), then the
+    // two environments side by side.
     for v in variants {
-        eprintln!(
-            "mlx-lm: the {} environment (the fork's wheel, then {REQUIREMENTS})",
-            v.name
-        );
-        envs.push((v, environment(v)?));
+        crate::python::build_wheel(v)?;
+    }
+    eprintln!("mlx-lm: the pristine and patched environments, side by side (the fork's wheel, then {REQUIREMENTS})");
+    let mut envs = Vec::new();
+    for (v, env) in variants
+        .into_iter()
+        .zip(side_by_side(&variants, |v| environment(*v)))
+    {
+        envs.push((v, env?));
     }
 
-    // 1. mlx-lm's own suite, offline, on both.
+    // 1. mlx-lm's own suite, offline, on both, side by side.
     let root = sdist()?;
+    eprintln!("running mlx-lm's test suite on pristine and patched side by side (offline)");
+    let runs = side_by_side(&envs, |(v, python)| run_suite(*v, python, &root));
     let mut suites = Vec::new();
-    for (v, python) in &envs {
-        eprintln!("running mlx-lm's test suite on {} (offline)", v.name);
-        let (suite, deselected, status) = run_suite(*v, python, &root)?;
+    for ((v, _), run) in envs.iter().zip(runs) {
+        let (suite, deselected, status) = run?;
         let failed = suite
             .values()
             .filter(|(o, _)| o == "failed" || o == "error")

@@ -102,14 +102,18 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> 
 
 /// The environment that makes mlx-sys link `variant`: the patched variant
 /// through mlx-patched (sharing this checkout's build of it), the control
-/// through `MLX_SYS_PREFIX`.
+/// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
+/// mlx-c is compiled once per variant for every project that builds it.
 fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathBuf)>> {
     let root = crate::options()?.root;
     Ok(match variant {
         Variant {
             name: "patched", ..
         } => vec![("MLX_PATCHED_BUILD_DIR", root)],
-        _ => vec![("MLX_SYS_PREFIX", mlx.prefix.clone())],
+        _ => vec![
+            ("MLX_SYS_PREFIX", mlx.prefix.clone()),
+            ("MLX_PATCHED_BUILD_DIR", root),
+        ],
     })
 }
 

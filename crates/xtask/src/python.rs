@@ -491,6 +491,20 @@ fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
     on_pristine == 0 || on_patched as f64 > on_pristine as f64 + spread
 }
 
+/// The `TMPDIR` of the runs of MLX's and mlx-lm's suites on `variant`,
+/// which holds MLX's kernel cache: one per variant, so that each builds its
+/// kernels with its own code and two variants can run at once. `empty`:
+/// start from an empty cache (MLX's suite does, and mlx-lm's then uses the
+/// kernels the variant built there).
+pub(crate) fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
+    let dir = python_root()?.join(variant.name).join("mlx-tmp");
+    if empty {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// `cargo xtask python-check`; returns (checks passed, failures) and adds
 /// rows to the suite's summary table.
 pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
@@ -755,11 +769,8 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 s.spawn(move || {
                     let mlx =
                         mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
-                    let dir = python_root()?.join(v.name);
-                    let cache = dir.join("mlx-python-suite-tmp");
-                    let _ = std::fs::remove_dir_all(&cache);
-                    std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
-                    let log = dir.join("mlx-python-suite.log");
+                    let cache = kernel_tmp(*v, true)?;
+                    let log = python_root()?.join(v.name).join("mlx-python-suite.log");
                     mlx_suite(python, &mlx.source_dir, &log, &cache)
                 })
             })

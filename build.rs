@@ -1,6 +1,7 @@
 //! Builds every MLX variant (`mlx_patched::VARIANTS`), with MLX's own tests,
 //! and, against each, the plain C++ probe programs of `crates/probes/cpp/`,
-//! linked the way any C++ user would link a prefix. The suite reads the
+//! linked the way any C++ user would link a prefix (once per variant build,
+//! shared by every feature set: `probes::build_probes`). The suite reads the
 //! result from the generated `variants.rs` (see `src/lib.rs`), so a new
 //! variant needs no change here.
 
@@ -26,10 +27,8 @@ fn main() -> Result<(), Error> {
         .zip(mlx_patched::build_all(&variants, &opts)?)
     {
         let mut built = String::new();
-        for probe in probes::CPP_PROBES {
-            let exe = out_dir.join(format!("{}-{}", probe.name, mlx.name));
-            mlx_patched::compile_program(&mlx, &probes::source(probe.name), &exe, &env)?;
-            write!(built, "{}: {:?}, ", probe.name, exe.display().to_string()).unwrap();
+        for (name, exe) in probes::build_probes(&mlx, &opts)? {
+            write!(built, "{name}: {:?}, ", exe.display().to_string()).unwrap();
         }
         let expect = expectations.verdict(variant);
         writeln!(

@@ -162,3 +162,85 @@ pub const PRELOAD: &str = if cfg!(target_os = "macos") {
 } else {
     "LD_PRELOAD"
 };
+
+/// Every probe of [`CPP_PROBES`] built against `mlx`: (name, executable).
+///
+/// The executables live beside the variant's build, under
+/// `<root>/<variant>/probes/<key>/`, keyed on the variant's build, every file
+/// of the probes' sources, the compiler and the flags. A crate built with
+/// another feature set (the suite's control pass) or built again reuses them
+/// instead of compiling 7 programs per variant once more; what is missing
+/// compiles as many at once as the jobs allow (Cargo's jobserver inside a
+/// build script). Each is written under a name of its own and renamed into
+/// place, so two builds at once never see a half-written one.
+pub fn build_probes(
+    mlx: &crate::Artifacts,
+    opts: &crate::Options,
+) -> Result<Vec<(&'static str, PathBuf)>, crate::Error> {
+    let cxx = opts.env.cxx_or_default();
+    let mut key = crate::Fingerprint::new("probe executables v1");
+    key.text("variant", &mlx.name)
+        .text("build", &mlx.build_key)
+        .text("compiler", cxx.to_string_lossy())
+        .text(
+            "flags",
+            format!("{:?}", mlx.sanitizer.map(|s| s.compile_flags())),
+        );
+    for file in source_files()? {
+        key.file(&file)?;
+    }
+    let key = key.finish();
+    let dir = opts.root.join(&mlx.name).join("probes").join(&key[..16]);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| crate::Error::new(format!("cannot create {}: {e}", dir.display())))?;
+    let built: Vec<(&'static str, PathBuf)> = CPP_PROBES
+        .iter()
+        .map(|p| (p.name, dir.join(p.name)))
+        .collect();
+    let missing: Vec<&(&'static str, PathBuf)> =
+        built.iter().filter(|(_, exe)| !exe.is_file()).collect();
+    if missing.is_empty() {
+        return Ok(built);
+    }
+    let tokens = crate::jobs::acquire(
+        crate::jobs::cargo_jobserver(&opts.env),
+        opts.jobs,
+        crate::jobs::WAIT,
+    );
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Result<(), crate::Error>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..tokens.jobs().min(missing.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut results = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((name, exe)) = missing.get(i) else {
+                            return results;
+                        };
+                        let partial = exe.with_extension(format!("partial-{}", std::process::id()));
+                        results.push(
+                            crate::compile_program(mlx, &source(name), &partial, &opts.env)
+                                .and_then(|()| {
+                                    std::fs::rename(&partial, exe).map_err(|e| {
+                                        crate::Error::new(format!(
+                                            "cannot rename {} to {}: {e}",
+                                            partial.display(),
+                                            exe.display()
+                                        ))
+                                    })
+                                }),
+                        );
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a probe compile thread panicked"))
+            .collect()
+    });
+    drop(tokens);
+    results.into_iter().collect::<Result<(), _>>()?;
+    Ok(built)
+}

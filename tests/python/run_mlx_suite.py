@@ -5,22 +5,25 @@ the interpreter still names the test that was running:
     {"event": "start", "id": ...}                       a test begins
     {"event": "result", "id", "outcome", "detail"}      it ended
     {"event": "retry", "id", "outcome", "detail"}       a failed test, run once more alone
-    {"event": "repeat", "id", "runs", "failures", "detail"}
+    {"event": "repeat", "id", "runs", "failures", "unjudged", "hung", "detail"}
 
 outcome is passed, failed, error, skipped, xfail or xpass; detail is the
 reason or the last line of the traceback.
 
     python run_mlx_suite.py <tests dir>
-    python run_mlx_suite.py <tests dir> --repeat N <test id>...
+    python run_mlx_suite.py <tests dir> --repeat N [--hang-after S] <test id>...
 
-The second form runs each test up to N times, alone, and stops at its first
-failure: how the caller tells a test that is flaky on one build from one
-that is flaky on both.
+The second form runs each test N times, alone, and counts its failures:
+how the caller tells a test that is flaky on one build from one that is
+flaky on both. A run that does not end within S seconds (HANG_SECONDS
+unless given) counts as a failure and ends the process: its event says
+`hung` and how many runs there were, and the tests after it are not run.
 """
 
 import json
 import os
 import sys
+import threading
 import traceback
 import unittest
 
@@ -104,6 +107,19 @@ def run_alone(test_id):
         return ("error", f"cannot load it alone: {e}")
 
 
+# How long one run of one test may take in --repeat unless --hang-after
+# says otherwise (a run takes milliseconds).
+HANG_SECONDS = 60
+
+
+def hung(test_id, run_number, failures, unjudged, detail, hang_after):
+    emit(event="repeat", id=test_id, runs=run_number, failures=failures + 1,
+         unjudged=unjudged, hung=True,
+         detail=detail or f"run {run_number} did not end in {hang_after} s")
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def main():
     tests_dir = os.path.abspath(sys.argv[1])
     os.chdir(tests_dir)
@@ -112,10 +128,23 @@ def main():
         # Each test alone, exactly `times` times: how often it failed, and
         # how often it gave no result to count (skipped, or not loadable).
         times = int(sys.argv[3])
-        for test_id in sys.argv[4:]:
+        ids = sys.argv[4:]
+        hang_after = HANG_SECONDS
+        if ids[:1] == ["--hang-after"]:
+            hang_after, ids = float(ids[1]), ids[2:]
+        for test_id in ids:
             failures, unjudged, detail = 0, 0, ""
-            for _ in range(times):
+            for run_number in range(1, times + 1):
+                # A run that does not end is a failure, and ends the
+                # repeats: a thread of this process is stuck for good.
+                watchdog = threading.Timer(
+                    hang_after,
+                    hung,
+                    (test_id, run_number, failures, unjudged, detail, hang_after),
+                )
+                watchdog.start()
                 outcome, why = run_alone(test_id)
+                watchdog.cancel()
                 if outcome == "failed":
                     failures += 1
                     detail = detail or why
@@ -123,7 +152,7 @@ def main():
                     unjudged += 1
                     detail = detail or f"{outcome}: {why}"
             emit(event="repeat", id=test_id, runs=times, failures=failures,
-                 unjudged=unjudged, detail=detail)
+                 unjudged=unjudged, hung=False, detail=detail)
         return
     outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
     for test_id, (outcome, _) in sorted(outcomes.items()):

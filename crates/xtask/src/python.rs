@@ -377,6 +377,7 @@ struct SuiteEvent {
     runs: u64,
     failures: u64,
     unjudged: u64,
+    hung: bool,
 }
 
 /// The outcome of each test from the runner's events, and the test that
@@ -426,51 +427,77 @@ fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
             runs: v["runs"].as_u64().unwrap_or(0),
             failures: v["failures"].as_u64().unwrap_or(0),
             unjudged: v["unjudged"].as_u64().unwrap_or(0),
+            hung: v["hung"].as_bool().unwrap_or(false),
         });
     }
     Ok(events)
 }
 
-/// Runs each of `ids` alone exactly `times` times: how many runs failed.
-/// A run that gives no result to count (skipped, or the test cannot be
-/// loaded alone) makes the comparison impossible: an error.
+/// How one test did, run alone over and over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Repeats {
+    /// Runs made: `times`, or fewer when one hung.
+    runs: u64,
+    /// Runs that failed, a hung one included.
+    failures: u64,
+    /// Whether the last run did not end (upstream's `async_eval` can
+    /// deadlock): it counts as a failure, and the repeats end there.
+    hung: bool,
+}
+
+/// Runs each of `ids` alone `times` times, each test in a process of its
+/// own: how many runs failed. A run that does not end within `hang_after`
+/// is a failure and ends that test's repeats. A run that gives no result to
+/// count (skipped, or the test cannot be loaded alone) makes the comparison
+/// impossible: an error.
 fn repeat_tests(
     python: &Path,
     tree: &Path,
     ids: &[&String],
     times: u32,
-) -> Result<BTreeMap<String, u64>> {
+    hang_after: std::time::Duration,
+) -> Result<BTreeMap<String, Repeats>> {
     let runner = workspace_root().join("tests/python/run_mlx_suite.py");
-    let out = Command::new(python)
-        .arg(&runner)
-        .arg(tree.join("python/tests"))
-        .args(["--repeat", &times.to_string()])
-        .args(ids.iter().map(|s| s.as_str()))
-        .env("DEVICE", "cpu")
-        .output()
-        .map_err(|e| e.to_string())?;
-    let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;
-    let repeats: Vec<&SuiteEvent> = events.iter().filter(|e| e.event == "repeat").collect();
-    if let Some(e) = repeats
-        .iter()
-        .find(|e| e.unjudged > 0 || e.runs != u64::from(times))
-    {
-        return Err(format!(
-            "{} alone: {} of {} runs gave no result to compare ({})",
-            e.id, e.unjudged, e.runs, e.detail
-        ));
-    }
-    let found: BTreeMap<String, u64> = repeats.iter().map(|e| (e.id.clone(), e.failures)).collect();
-    if found.len() != ids.len() {
-        return Err(format!(
-            "repeating {ids:?} reported {} of them ({}): {}",
-            found.len(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
+    let mut found = BTreeMap::new();
+    for id in ids {
+        let out = Command::new(python)
+            .arg(&runner)
+            .arg(tree.join("python/tests"))
+            .args(["--repeat", &times.to_string()])
+            .args(["--hang-after", &hang_after.as_secs().to_string()])
+            .arg(id.as_str())
+            .env("DEVICE", "cpu")
+            .output()
+            .map_err(|e| e.to_string())?;
+        let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;
+        let Some(e) = events.iter().find(|e| e.event == "repeat" && &e.id == *id) else {
+            return Err(format!(
+                "repeating {id} reported nothing ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        };
+        if !out.status.success() || e.unjudged > 0 || (!e.hung && e.runs != u64::from(times)) {
+            return Err(format!(
+                "{id} alone: {} of {} runs gave no result to compare ({}; {})",
+                e.unjudged, e.runs, e.detail, out.status
+            ));
+        }
+        found.insert(
+            id.to_string(),
+            Repeats {
+                runs: e.runs,
+                failures: e.failures,
+                hung: e.hung,
+            },
+        );
     }
     Ok(found)
 }
+
+/// How long one run of a repeated test may take before it counts as hung
+/// (a run takes milliseconds).
+const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How often a test that is flaky on patched runs alone on each variant
 /// (a run takes milliseconds). The one flaky test seen here, `test_eval.
@@ -492,10 +519,9 @@ fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
 }
 
 /// The `TMPDIR` of the runs of MLX's and mlx-lm's suites on `variant`,
-/// which holds MLX's kernel cache: one per variant, so that each builds its
-/// kernels with its own code and two variants can run at once. `empty`:
-/// start from an empty cache (MLX's suite does, and mlx-lm's then uses the
-/// kernels the variant built there).
+/// which holds MLX's kernel cache: one per variant, so that two variants can
+/// run at once. `empty`: start from an empty cache (MLX's suite does; mlx-lm's
+/// then uses the kernels built or copied there).
 pub(crate) fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
     let dir = python_root()?.join(variant.name).join("mlx-tmp");
     if empty {
@@ -759,18 +785,29 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
 
     // 4. MLX's Python suite on both, one after the other: side by side, the
     // load made upstream's timing-dependent `test_async_eval_error_in_
-    // synchronize` fail in the suite, and running it alone 1000 times can
-    // hang on an upstream deadlock. Each variant compiles its kernels into
-    // an empty cache folder of its own, so that patched never loads a
-    // kernel pristine built, and builds every kernel its suite needs with
-    // its own code.
-    let mut suites = Vec::new();
-    for (v, python) in &pythons {
+    // synchronize` fail in the suite. Patched runs first, in an empty kernel
+    // cache of its own, so that it builds every kernel its suite needs with
+    // its own code (0009 changes how kernels are built). Pristine, the
+    // control, then starts from a copy of the kernels patched built: the
+    // kernels' sources and names are the same on both, and compiling them a
+    // second time would cost about three minutes on 2 cores.
+    let mut suites = BTreeMap::new();
+    for (v, python) in pythons.iter().rev() {
         let mlx = mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
-        eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name);
         let cache = kernel_tmp(*v, true)?;
+        let seeded = if *v == Variant::PATCHED {
+            String::new()
+        } else {
+            let built = kernel_tmp(Variant::PATCHED, false)?;
+            mlx_patched::copy_tree(&built, &cache).map_err(|e| e.to_string())?;
+            format!(", from the kernels patched built ({})", built.display())
+        };
+        eprintln!(
+            "running MLX's Python test suite on {} (DEVICE=cpu){seeded}",
+            v.name
+        );
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.push((v.name, mlx_suite(python, &mlx.source_dir, &log, &cache)?));
+        suites.insert(v.name, mlx_suite(python, &mlx.source_dir, &log, &cache)?);
     }
     let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
         r.values().filter(|(x, _)| x == o).count()
@@ -781,7 +818,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             .map(|(id, _)| id.clone())
             .collect()
     };
-    for (name, r) in &suites {
+    for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
         let line = format!(
             "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
             count(r, "passed"),
@@ -794,7 +831,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         println!("{line}");
         rows.push(format!("note\t{line}"));
     }
-    for (name, r) in &suites {
+    for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
         let line = format!(
             "MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}",
             flaky(r)
@@ -802,7 +839,10 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         println!("{line}");
         rows.push(format!("note\t{line}"));
     }
-    let (pristine, patched) = (&suites[0].1, &suites[1].1);
+    let (pristine, patched) = (
+        &suites[Variant::PRISTINE.name],
+        &suites[Variant::PATCHED.name],
+    );
     let good = |o: &str| o == "passed" || o == "flaky";
     let regressions: Vec<&String> = pristine
         .iter()
@@ -832,19 +872,39 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let tree = mlx_patched::build(Variant::PRISTINE, &crate::options()?)
             .map_err(|e| e.to_string())?
             .source_dir;
-        let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS)?;
+        let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS, HANG_AFTER)?;
         let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::options()?)
             .map_err(|e| e.to_string())?
             .source_dir;
-        let on_patched = repeat_tests(&pythons[1].1, &patched_tree, &unexplained, FLAKY_REPEATS)?;
+        let on_patched = repeat_tests(
+            &pythons[1].1,
+            &patched_tree,
+            &unexplained,
+            FLAKY_REPEATS,
+            HANG_AFTER,
+        )?;
         for id in &unexplained {
             let (p, q) = (on_patched[*id], on_pristine[*id]);
+            let said = |r: Repeats| {
+                format!(
+                    "{} of {} runs{}",
+                    r.failures,
+                    r.runs,
+                    if r.hung {
+                        ", the last of them hung"
+                    } else {
+                        ""
+                    }
+                )
+            };
             let line = format!(
-                "{id}: flaky on patched; alone it failed {p} of {FLAKY_REPEATS} runs on patched and {q} on pristine"
+                "{id}: flaky on patched; alone it failed {} on patched and {} on pristine",
+                said(p),
+                said(q)
             );
             println!("{line}");
             rows.push(format!("note\tMLX's Python suite: {line}"));
-            if flaky_regression(p, q) {
+            if flaky_regression(p.failures, q.failures) {
                 only_patched.push(id.to_string());
             }
         }
@@ -966,12 +1026,42 @@ mod tests {
             &"test_fake.T.test_b_fail".to_string(),
             &"test_fake.T.test_c_flaky".to_string(),
         ];
-        let repeated = repeat_tests(python, &dir, &ids, 5).unwrap();
-        assert_eq!(repeated["test_fake.T.test_b_fail"], 5);
-        assert_eq!(repeated["test_fake.T.test_c_flaky"], 0);
+        let hang_after = std::time::Duration::from_secs(2);
+        let repeated = repeat_tests(python, &dir, &ids, 5, hang_after).unwrap();
+        let count = |id: &str| (repeated[id].failures, repeated[id].runs, repeated[id].hung);
+        assert_eq!(count("test_fake.T.test_b_fail"), (5, 5, false));
+        assert_eq!(count("test_fake.T.test_c_flaky"), (0, 5, false));
         // A test that cannot be loaded alone gives no count to compare.
         let missing = "test_fake.T.test_z_missing".to_string();
-        assert!(repeat_tests(python, &dir, &[&missing], 2).is_err());
+        assert!(repeat_tests(python, &dir, &[&missing], 2, hang_after).is_err());
+        // A run that never ends is a failure, ends its test's repeats, and
+        // leaves the next test its own process.
+        let stuck = dir.join("stuck-once");
+        std::fs::write(
+            tests.join("test_hang.py"),
+            format!(
+                "import os, threading, unittest\n\
+                 class H(unittest.TestCase):\n\
+                 \x20   def test_hangs_on_its_third_run(self):\n\
+                 \x20       n = int(open({m:?}).read()) if os.path.exists({m:?}) else 0\n\
+                 \x20       open({m:?}, 'w').write(str(n + 1))\n\
+                 \x20       if n == 2: threading.Event().wait()\n",
+                m = stuck.display().to_string()
+            ),
+        )
+        .unwrap();
+        let hangs = "test_hang.H.test_hangs_on_its_third_run".to_string();
+        let repeated = repeat_tests(python, &dir, &[&hangs, ids[0]], 5, hang_after).unwrap();
+        assert_eq!(
+            repeated[&hangs],
+            Repeats {
+                runs: 3,
+                failures: 1,
+                hung: true
+            }
+        );
+        assert_eq!(repeated["test_fake.T.test_b_fail"].failures, 5);
+        std::fs::remove_file(tests.join("test_hang.py")).unwrap();
 
         std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
         let err = mlx_suite(python, &dir, &log, &dir).unwrap_err();

@@ -1,7 +1,7 @@
 //! The expectations of a sanitizer run, checked against what each variant
 //! showed. The verdicts come from `mlx_patched::Expectations`.
 
-use super::logs::Report;
+use super::logs::{Report, Site};
 use super::record::Check;
 use super::scenarios::Outcome;
 use mlx_patched::{Expect, Sanitizer};
@@ -16,29 +16,95 @@ pub struct VariantRun<'a> {
     pub planned: usize,
 }
 
-/// The signatures of the control's reports that may excuse a fixed
-/// variant's report as upstream's own.
-fn excusing_signatures(runs: &[VariantRun]) -> BTreeSet<String> {
-    runs.iter()
-        .filter(|r| r.verdict == Expect::Leaks)
-        .flat_map(|r| r.outcomes.iter())
-        .flat_map(|o| o.reports.iter())
-        .filter(|r| !r.of_the_fix_s_kind())
-        .map(Report::signature)
-        .collect()
+/// What the control showed that may excuse a fixed variant's report as
+/// upstream's own: the signatures of its reports that cannot be of the
+/// fix's kind, and every MLX function it raced in (as `Site`s).
+struct Excusing {
+    signatures: BTreeSet<String>,
+    race_sites: BTreeSet<Site>,
 }
 
-/// Every expectation, in order; `touched` are MLX's library files the fix changes.
+impl Excusing {
+    fn of(runs: &[VariantRun]) -> Self {
+        let reports: Vec<&Report> = runs
+            .iter()
+            .filter(|r| r.verdict == Expect::Leaks)
+            .flat_map(|r| r.outcomes.iter())
+            .flat_map(|o| o.reports.iter())
+            .filter(|r| !r.of_the_fix_s_kind())
+            .collect();
+        Excusing {
+            signatures: reports.iter().map(|r| r.signature()).collect(),
+            race_sites: reports
+                .iter()
+                .filter(|r| r.tool == "TSan")
+                .flat_map(|r| r.sites.iter().cloned())
+                .collect(),
+        }
+    }
+
+    /// A report is upstream's when it cannot be a leak of the fix's kind (a
+    /// stack through make_arrays or an ArrayDesc) and the control shows the
+    /// same finding. A race must also have each of its accesses in an MLX
+    /// function the control raced in: which two functions TSan pairs varies
+    /// from run to run, but a new function racing on upstream's counters is
+    /// a new race, even in a file where the control has one.
+    fn excuses(&self, r: &Report) -> bool {
+        !r.of_the_fix_s_kind()
+            && self.signatures.contains(&r.signature())
+            && (r.tool != "TSan" || r.sites.iter().all(|s| self.race_sites.contains(s)))
+    }
+}
+
+/// The expectations a run checks, by id (`<variant>: <what>`), for variants
+/// with these verdicts: what a record of that run must hold, no more and no
+/// fewer.
+pub fn expected_ids(sanitizer: Sanitizer, variants: &[(&str, Expect)]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for (name, verdict) in variants {
+        let mut add = |what: &str| ids.push(format!("{name}: {what}"));
+        add("ran every scenario");
+        match verdict {
+            Expect::Fixed => {
+                add("no report but upstream's");
+                add("census at its baseline");
+                if sanitizer == Sanitizer::Thread {
+                    add("no race in the fix's files");
+                }
+                add("clean exits");
+            }
+            Expect::Leaks if sanitizer == Sanitizer::Address => {
+                add("LeakSanitizer sees the orphaned group");
+                add("census sees the orphaned group");
+            }
+            Expect::Wrong if sanitizer == Sanitizer::Address => {
+                add("AddressSanitizer sees the held output's crash");
+            }
+            _ => {}
+        }
+    }
+    ids
+}
+
+/// Every expectation, in the order of [`expected_ids`]; `touched` are MLX's
+/// library files the fix changes.
 pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> Vec<Check> {
     let mut out = Vec::new();
-    let mut check = |ok: bool, what: String| out.push(Check { ok, what });
-    let excusing = excusing_signatures(runs);
+    let excusing = Excusing::of(runs);
     for run in runs {
         let name = run.name;
+        let mut check = |id: &str, ok: bool, what: String| {
+            out.push(Check {
+                id: format!("{name}: {id}"),
+                ok,
+                what,
+            })
+        };
         let outcomes = &run.outcomes;
         // Every scenario of the table ran: a run that silently skipped some
         // would claim what it did not show.
         check(
+            "ran every scenario",
             outcomes.len() == run.planned,
             format!(
                 "{name}: ran all {} scenarios of the table ({} ran)",
@@ -52,23 +118,23 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                     .iter()
                     .flat_map(|o| o.reports.iter().map(move |r| (o.scenario.as_str(), r)))
                     .collect();
-                // A report is excused only when the control shows the same
-                // finding and the finding cannot be a leak of the fix's own
-                // kind (a stack through make_arrays or an ArrayDesc).
                 let unexplained: Vec<String> = own
                     .iter()
-                    .filter(|(_, r)| r.of_the_fix_s_kind() || !excusing.contains(&r.signature()))
-                    .map(|(s, r)| format!("{s}: {}", r.signature()))
+                    .filter(|(_, r)| !excusing.excuses(r))
+                    .map(|(s, r)| {
+                        let sites: Vec<String> = r.sites.iter().map(|s| s.to_string()).collect();
+                        format!("{s}: {} ({})", r.signature(), sites.join(" | "))
+                    })
                     .collect();
                 let excused: BTreeSet<String> = own
                     .iter()
-                    .filter(|(_, r)| !r.of_the_fix_s_kind() && excusing.contains(&r.signature()))
+                    .filter(|(_, r)| excusing.excuses(r))
                     .map(|(_, r)| r.signature())
                     .collect();
                 let excused = if excused.is_empty() {
                     String::new()
                 } else {
-                    format!("; excused as upstream's, seen on the control and not of the fix's kind (a leak or memory error through make_arrays or ArrayDesc, a race in a file the fix changes): {}", excused.into_iter().collect::<Vec<_>>().join("; "))
+                    format!("; excused as upstream's, seen on the control and not of the fix's kind (a leak or memory error through make_arrays or ArrayDesc; a race only in functions the control raced in): {}", excused.into_iter().collect::<Vec<_>>().join("; "))
                 };
                 let listed = if unexplained.is_empty() {
                     String::new()
@@ -83,19 +149,29 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                             .join("; ")
                     )
                 };
-                check(unexplained.is_empty(), format!("{name}: no report but upstream's ({} reports in all, {} unexcused{listed}{excused})", own.len(), unexplained.len()));
+                check("no report but upstream's", unexplained.is_empty(), format!("{name}: no report but upstream's ({} reports in all, {} unexcused{listed}{excused})", own.len(), unexplained.len()));
+                // Every program that counts the census printed it, and it is
+                // back at its baseline after every cycle.
                 let off: Vec<String> = outcomes
                     .iter()
                     .filter(|o| o.census.iter().any(|&n| n != 0))
                     .map(|o| format!("{} {:?}", o.scenario, o.census))
                     .collect();
+                let silent: Vec<&str> = outcomes
+                    .iter()
+                    .filter(|o| o.counts_census && o.census.is_empty())
+                    .map(|o| o.scenario.as_str())
+                    .collect();
                 let counted = outcomes.iter().filter(|o| !o.census.is_empty()).count();
-                let not = if off.is_empty() {
-                    String::new()
-                } else {
-                    format!("; not in {}", off.join(", "))
-                };
-                check(counted > 0 && off.is_empty(), format!("{name}: the census is back at its baseline after every cycle of every scenario ({counted} scenarios counted{not})"));
+                let must = outcomes.iter().filter(|o| o.counts_census).count();
+                let mut not = String::new();
+                if !off.is_empty() {
+                    not += &format!("; not in {}", off.join(", "));
+                }
+                if !silent.is_empty() {
+                    not += &format!("; printed no census: {}", silent.join(", "));
+                }
+                check("census at its baseline", must > 0 && silent.is_empty() && off.is_empty(), format!("{name}: the census is back at its baseline after every cycle of every scenario that counts it ({counted} scenarios counted, of {must} that must{not})"));
                 if sanitizer == Sanitizer::Thread {
                     let files: Vec<&str> = touched.iter().map(String::as_str).collect();
                     let ours: Vec<String> = own
@@ -109,6 +185,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                         format!(": {}", ours.join("; "))
                     };
                     check(
+                        "no race in the fix's files",
                         ours.is_empty(),
                         format!(
                             "{name}: no race with an access in a file the fix changes ({}){listed}",
@@ -127,6 +204,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                     format!(" (not: {})", failed.join(", "))
                 };
                 check(
+                    "clean exits",
                     failed.is_empty(),
                     format!("{name}: every scenario runs to a clean exit{not}"),
                 );
@@ -141,9 +219,9 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                     .filter(|r| r.frames.iter().any(|f| f.contains("make_arrays")))
                     .count();
                 let bytes: u64 = leaks.iter().map(|r| r.bytes).sum();
-                check(through > 0, format!("{name}: LeakSanitizer reports the orphaned group in the report's scenario ({} leak records, {bytes} bytes, {through} allocated through make_arrays)", leaks.len()));
+                check("LeakSanitizer sees the orphaned group", through > 0, format!("{name}: LeakSanitizer reports the orphaned group in the report's scenario ({} leak records, {bytes} bytes, {through} allocated through make_arrays)", leaks.len()));
                 let census = cell.map(|o| o.census.clone()).unwrap_or_default();
-                check(!census.is_empty() && census.iter().all(|&n| n > 0), format!("{name}: the census does not return to its baseline in the report's scenario (retained after each cycle: {census:?})"));
+                check("census sees the orphaned group", !census.is_empty() && census.iter().all(|&n| n > 0), format!("{name}: the census does not return to its baseline in the report's scenario (retained after each cycle: {census:?})"));
             }
             Expect::Wrong if sanitizer == Sanitizer::Address => {
                 let held = outcomes.iter().find(|o| o.scenario == "held output");
@@ -166,6 +244,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                     })
                     .unwrap_or("no report".into());
                 check(
+                    "AddressSanitizer sees the held output's crash",
                     !asan.is_empty(),
                     format!(
                         "{name}: AddressSanitizer reports the held-output probe's crash ({first})"
@@ -201,6 +280,7 @@ mod tests {
             success: true,
             reports,
             census: vec![0],
+            counts_census: true,
         }
     }
 
@@ -251,11 +331,13 @@ mod tests {
     }
 
     /// A race on upstream's allocator counters, reached from an ArrayDesc
-    /// destructor, is upstream's when the control shows it; a race with an
+    /// destructor, is upstream's when the control shows it, in the same
+    /// functions (paired as TSan likes); a race in a function the control
+    /// never raced in is not, even in the same file; and a race with an
     /// access in a file the fix changes never is.
     #[test]
     fn a_race_is_judged_by_its_accesses_not_by_its_callers() {
-        let race = |sites: &[&str]| Report {
+        let race = |sites: &[(&str, &str)]| Report {
             tool: "TSan",
             kind: "data race".into(),
             summary: String::new(),
@@ -264,20 +346,33 @@ mod tests {
                 "mlx::core::array::ArrayDesc::~ArrayDesc()".into(),
             ],
             other: Vec::new(),
-            sites: sites.iter().map(|s| s.to_string()).collect(),
+            sites: sites
+                .iter()
+                .map(|(file, function)| Site {
+                    file: file.to_string(),
+                    function: function.to_string(),
+                })
+                .collect(),
             bytes: 0,
         };
-        let allocator = race(&[
-            "mlx/backend/no_gpu/allocator.cpp",
-            "mlx/backend/no_gpu/allocator.cpp",
-        ]);
-        let ours = race(&["mlx/array.cpp", "mlx/backend/no_gpu/allocator.cpp"]);
+        const ALLOCATOR: &str = "mlx/backend/no_gpu/allocator.cpp";
+        let allocator = race(&[(ALLOCATOR, "free"), (ALLOCATOR, "get_active_memory")]);
+        // TSan pairs the counter's read with the other writer this time.
+        let paired_otherwise = race(&[(ALLOCATOR, "malloc"), (ALLOCATOR, "get_active_memory")]);
+        // A function the control never raced in, in the same file.
+        let new_in_the_file = race(&[(ALLOCATOR, "clear_cache"), (ALLOCATOR, "free")]);
+        let ours = race(&[("mlx/array.cpp", "release_group"), (ALLOCATOR, "free")]);
+        let control_saw = vec![
+            allocator.clone(),
+            race(&[(ALLOCATOR, "malloc"), (ALLOCATOR, "free")]),
+            ours.clone(),
+        ];
         let runs = |fixed: Vec<Report>| {
             vec![
                 VariantRun {
                     name: "pristine",
                     verdict: Expect::Leaks,
-                    outcomes: vec![outcome("threads", vec![allocator.clone(), ours.clone()])],
+                    outcomes: vec![outcome("threads", control_saw.clone())],
                     planned: 1,
                 },
                 VariantRun {
@@ -295,8 +390,15 @@ mod tests {
                 .filter(|c| c.what.starts_with("patched: no r"))
                 .collect::<Vec<_>>()
         };
-        let upstream_only = verdicts(vec![allocator.clone()]);
+        let upstream_only = verdicts(vec![allocator.clone(), paired_otherwise]);
         assert!(upstream_only.iter().all(|c| c.ok), "{upstream_only:?}");
+        let new_race = verdicts(vec![new_in_the_file]);
+        assert!(
+            new_race.iter().any(|c| !c.ok
+                && c.what
+                    .contains("clear_cache in mlx/backend/no_gpu/allocator.cpp")),
+            "{new_race:?}"
+        );
         let in_the_fix = verdicts(vec![ours.clone()]);
         assert!(
             in_the_fix
@@ -320,5 +422,63 @@ mod tests {
                 .any(|c| !c.ok && c.what.contains("ran all 2 scenarios")),
             "{c:?}"
         );
+    }
+
+    /// A program that counts the census must print it: a fixed variant whose
+    /// probe printed none proves nothing about its descriptors.
+    #[test]
+    fn every_scenario_that_counts_the_census_must_print_it() {
+        let run = |census: Vec<i64>| {
+            let mut silent = outcome("report's scenario", vec![]);
+            silent.census = census;
+            let mut suite = outcome("MLX's C++ suite", vec![]);
+            (suite.census, suite.counts_census) = (Vec::new(), false);
+            let runs = vec![VariantRun {
+                name: "patched",
+                verdict: Expect::Fixed,
+                outcomes: vec![outcome("two slices", vec![]), silent, suite],
+                planned: 3,
+            }];
+            checks(Sanitizer::Address, &runs, &[])
+                .into_iter()
+                .find(|c| c.id == "patched: census at its baseline")
+                .unwrap()
+        };
+        let printed = run(vec![0, 0]);
+        assert!(printed.ok, "{printed:?}");
+        let silent = run(vec![]);
+        assert!(
+            !silent.ok && silent.what.contains("printed no census: report's scenario"),
+            "{silent:?}"
+        );
+        assert!(!run(vec![0, 3]).ok);
+    }
+
+    /// The judge checks exactly the expectations `expected_ids` names, for
+    /// every verdict under both sanitizers: what a record is verified
+    /// against.
+    #[test]
+    fn the_checks_are_the_expected_ones() {
+        for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
+            let variants = [
+                ("pristine", Expect::Leaks),
+                ("patched", Expect::Fixed),
+                ("suggested", Expect::Wrong),
+            ];
+            let runs: Vec<VariantRun> = variants
+                .iter()
+                .map(|(name, verdict)| VariantRun {
+                    name,
+                    verdict: *verdict,
+                    outcomes: vec![outcome("report's scenario", vec![])],
+                    planned: 1,
+                })
+                .collect();
+            let ids: Vec<String> = checks(sanitizer, &runs, &[])
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            assert_eq!(ids, expected_ids(sanitizer, &variants), "{sanitizer:?}");
+        }
     }
 }

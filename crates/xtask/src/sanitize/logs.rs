@@ -16,17 +16,33 @@ pub struct Report {
     pub summary: String,
     pub frames: Vec<String>,
     pub other: Vec<String>,
-    /// Per stack, the source file (without the line) of its first frame in
-    /// MLX's own sources: the MLX code that made the access or allocation,
-    /// not a standard header it inlined, nor its callers.
-    pub sites: Vec<String>,
+    /// Per stack, its first frame in MLX's own sources: the MLX code that
+    /// made the access or allocation, not a standard header it inlined, nor
+    /// its callers.
+    pub sites: Vec<Site>,
     pub bytes: u64,
+}
+
+/// Where in MLX's sources a stack made its access or allocation.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Site {
+    /// The file, as a path in MLX's tree (`mlx/array.cpp`), without the line.
+    pub file: String,
+    /// The function of that frame.
+    pub function: String,
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} in {}", self.function, self.file)
+    }
 }
 
 impl Report {
     /// Equal for the same finding on another variant or in another run:
     /// the tool, the kind and the top frames that name a function; for a
-    /// race, the MLX file of each access, in either order.
+    /// race, the MLX file of each access, in either order (the judge then
+    /// asks for each access's function too: [`Report::sites`]).
     pub fn signature(&self) -> String {
         let named = |s: &[String], n: usize| -> Vec<String> {
             s.iter()
@@ -39,9 +55,9 @@ impl Report {
             // Which of two racing functions TSan pairs first varies from
             // run to run (a counter written under a lock in two places and
             // read without it); the source files of the two accesses don't.
-            let mut sites = self.sites.clone();
-            sites.sort();
-            return format!("TSan {}: {}", self.kind, sites.join(" | "));
+            let mut files: Vec<&str> = self.sites.iter().map(|s| s.file.as_str()).collect();
+            files.sort();
+            return format!("TSan {}: {}", self.kind, files.join(" | "));
         }
         format!(
             "{} {}: {}",
@@ -57,7 +73,7 @@ impl Report {
         self.sites.iter().any(|site| {
             files
                 .iter()
-                .any(|f| site == f || site.ends_with(&format!("/{f}")))
+                .any(|f| site.file == *f || site.file.ends_with(&format!("/{f}")))
         })
     }
 
@@ -210,12 +226,22 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
         let sites = found
             .iter()
             .map(|s| {
-                let locs: Vec<&str> = s.iter().filter_map(|(_, l)| l.as_deref()).collect();
-                locs.iter()
-                    .find(|l| in_mlx(l))
-                    .or(locs.first())
-                    .map(|l| file(l))
-                    .unwrap_or_else(|| "(unknown)".into())
+                let located: Vec<(&String, &str)> = s
+                    .iter()
+                    .filter_map(|(f, l)| l.as_deref().map(|l| (f, l)))
+                    .collect();
+                located
+                    .iter()
+                    .find(|(_, l)| in_mlx(l))
+                    .or(located.first())
+                    .map(|(f, l)| Site {
+                        file: file(l),
+                        function: f.to_string(),
+                    })
+                    .unwrap_or_else(|| Site {
+                        file: "(unknown)".into(),
+                        function: "(unknown)".into(),
+                    })
             })
             .collect();
         Report {
@@ -424,6 +450,14 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
                 "mlx::core::array::eval()"
             ]
         );
+        // Each access where MLX's code made it: the function and its file.
+        assert_eq!(
+            r[0].sites.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            vec![
+                "mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&) in mlx/scheduler.h",
+                "mlx::core::scheduler::Scheduler::n_active_tasks() const in mlx/scheduler.h"
+            ]
+        );
         // A race is where MLX's code made the access, not where its callers
         // are: array.cpp only calls into the scheduler here.
         assert!(r[0].touches(&["mlx/scheduler.h"]));
@@ -433,7 +467,9 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
             "    #0 mlx::core::scheduler::Scheduler::n_active_tasks() const ../src/mlx/scheduler.h:53 (libmlx.so+0x279119)\n",
             "    #0 std::__shared_ptr<int>::get() const /usr/include/c++/12/bits/shared_ptr_base.h:1666 (libmlx.so+0x1)\n",
         );
-        assert!(parse_reports(&inlined)[0].touches(&["mlx/array.cpp"]));
+        let inlined = parse_reports(&inlined);
+        assert!(inlined[0].touches(&["mlx/array.cpp"]));
+        assert_eq!(inlined[0].sites[1].function, "mlx::core::array::eval()");
         // The same race seen from the other thread first is the same finding.
         let mut swapped = r[0].clone();
         std::mem::swap(&mut swapped.frames, &mut swapped.other);

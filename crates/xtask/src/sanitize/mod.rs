@@ -5,13 +5,17 @@
 //!
 //! * fixed variants: no report but one the control shows too that cannot
 //!   be a leak of the fix's own kind (then it is upstream's, and listed with
-//!   its stack); under TSan, no race with an access in a file the fix
-//!   changes; clean exits; the census back at its baseline after every
-//!   cycle of every scenario;
+//!   its stack; a race only when each access is in a function the control
+//!   raced in); under TSan, no race with an access in a file the fix
+//!   changes; clean exits; the census printed by every probe and back at
+//!   its baseline after every cycle;
 //! * the control: LeakSanitizer reports the orphaned group, allocated
 //!   through `make_arrays`, in the report's scenario; the census sees it;
 //! * wrong fixes: AddressSanitizer reports the held-output probe's crash;
 //! * every variant ran every scenario of the table ([`scenarios`]).
+//!
+//! A record holds exactly the expectations [`judge::expected_ids`] names
+//! for the current variants, or it is stale.
 //!
 //! The report goes to `<target>/sanitize/<sanitizer>/report.md`; with
 //! `--record` also to `docs/sanitize/<sanitizer>.{md,json}`, stamped with

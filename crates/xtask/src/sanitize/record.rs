@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// Bumped whenever the runner changes what it runs, how it runs it, or how
 /// it judges what it saw (not for comments or renames): a record made by
 /// another runner is stale. Everything the runner runs is hashed besides.
-pub const RUNNER_VERSION: u32 = 2;
+pub const RUNNER_VERSION: u32 = 3;
 
 /// The runner's sources that decide what it runs and how it judges, and
 /// their sha256 when [`RUNNER_VERSION`] last moved (each path, a NUL, its
@@ -30,7 +30,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "25b0553916199cf955f28c6a83cfa7f6c3e3a28dd7c194032ca930177d1b97e6";
+    "314e14f7c030006d3c6a272bf9892911430041d9b5f5c41769ebf0b37cc6f68d";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
@@ -135,6 +135,8 @@ pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
 /// One expectation of a run, and whether it held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Check {
+    /// Which expectation: `<variant>: <what>` ([`super::judge::expected_ids`]).
+    pub id: String,
     pub ok: bool,
     pub what: String,
 }
@@ -154,7 +156,7 @@ impl Recorded {
         let checks: Vec<Value> = self
             .checks
             .iter()
-            .map(|c| json!({"ok": c.ok, "what": c.what}))
+            .map(|c| json!({"id": c.id, "ok": c.ok, "what": c.what}))
             .collect();
         let doc = json!({"fingerprint": self.fingerprint, "runner_version": RUNNER_VERSION, "sanitizer": self.sanitizer, "checks": checks, "scenarios": self.scenarios});
         serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
@@ -174,6 +176,7 @@ impl Recorded {
             .iter()
             .map(|c| {
                 Ok(Check {
+                    id: c["id"].as_str().ok_or("a check without `id`")?.to_string(),
                     ok: c["ok"].as_bool().ok_or("a check without `ok`")?,
                     what: c["what"]
                         .as_str()
@@ -243,12 +246,20 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
         })
     };
     let (json, md) = (read(&json_path)?, read(&md_path)?);
-    verify(&json, &md, &fingerprint(sanitizer, opts)?)
+    let expectations = crate::expectations();
+    let variants: Vec<(&str, mlx_patched::Expect)> = expectations
+        .variants()
+        .iter()
+        .map(|v| (v.name, expectations.verdict(v)))
+        .collect();
+    let ids = super::judge::expected_ids(sanitizer, &variants);
+    verify(&json, &md, &fingerprint(sanitizer, opts)?, &ids)
         .map_err(|e| format!("{}: {e}; {rerun}", json_path.display()))
 }
 
-/// A recorded run against the fingerprint it must have; its summary.
-fn verify(json: &str, markdown: &str, expected: &str) -> Result<String> {
+/// A recorded run against the fingerprint it must have and the
+/// expectations it must hold (by id, in order); its summary.
+fn verify(json: &str, markdown: &str, expected: &str, ids: &[String]) -> Result<String> {
     let r = Recorded::from_json(json)?;
     if r.fingerprint != expected {
         return Err(format!(
@@ -261,6 +272,12 @@ fn verify(json: &str, markdown: &str, expected: &str) -> Result<String> {
     }
     if r.checks.is_empty() {
         return Err("it lists no expectations".into());
+    }
+    let held: Vec<&String> = r.checks.iter().map(|c| &c.id).collect();
+    if held != ids.iter().collect::<Vec<_>>() {
+        return Err(format!(
+            "it holds the expectations {held:?}, where this tree's variants need {ids:?}"
+        ));
     }
     if let Some(failed) = r.checks.iter().find(|c| !c.ok) {
         return Err(format!("an expectation did not hold: {}", failed.what));
@@ -290,10 +307,12 @@ mod tests {
             sanitizer: "address".into(),
             checks: vec![
                 Check {
+                    id: "patched: clean exits".into(),
                     ok: true,
                     what: "patched: clean".into(),
                 },
                 Check {
+                    id: "pristine: census sees the orphaned group".into(),
                     ok: true,
                     what: "pristine: leaks".into(),
                 },
@@ -368,34 +387,50 @@ mod tests {
     fn a_record_must_be_for_these_inputs_rendered_from_one_run_and_all_ok() {
         let good = recorded("abc");
         let md = format!("{}\n# report\n", stamp("abc"));
+        let ids: Vec<String> = good.checks.iter().map(|c| c.id.clone()).collect();
         assert_eq!(Recorded::from_json(&good.to_json()).unwrap(), good);
-        assert!(verify(&good.to_json(), &md, "abc")
+        assert!(verify(&good.to_json(), &md, "abc", &ids)
             .unwrap()
             .starts_with("2 expectations held"));
         // Recorded for other inputs: stale.
-        assert!(verify(&good.to_json(), &md, "abd")
+        assert!(verify(&good.to_json(), &md, "abd", &ids)
             .unwrap_err()
             .contains("recorded for inputs abc"));
         assert!(
-            verify(&good.to_json(), &format!("{}\n", stamp("old")), "abc")
+            verify(&good.to_json(), &format!("{}\n", stamp("old")), "abc", &ids)
                 .unwrap_err()
                 .contains("same run")
         );
         let mut failed = good.clone();
         failed.checks[1].ok = false;
-        assert!(verify(&failed.to_json(), &md, "abc")
+        assert!(verify(&failed.to_json(), &md, "abc", &ids)
             .unwrap_err()
             .contains("pristine: leaks"));
         let mut empty = good.clone();
         empty.checks.clear();
-        assert!(verify(&empty.to_json(), &md, "abc")
+        assert!(verify(&empty.to_json(), &md, "abc", &ids)
             .unwrap_err()
             .contains("no expectations"));
         let mut idle = good.clone();
         idle.scenarios.insert("suggested".into(), 0);
-        assert!(verify(&idle.to_json(), &md, "abc")
+        assert!(verify(&idle.to_json(), &md, "abc", &ids)
             .unwrap_err()
             .contains("ran no scenario"));
-        assert!(verify("not json", &md, "abc").is_err());
+        assert!(verify("not json", &md, "abc", &ids).is_err());
+        // A record that holds other expectations than this tree's variants
+        // need (a check gone, or a variant added since): stale.
+        let mut fewer = good.clone();
+        fewer.checks.pop();
+        assert!(verify(&fewer.to_json(), &md, "abc", &ids)
+            .unwrap_err()
+            .contains("holds the expectations"));
+        let more: Vec<String> = ids
+            .iter()
+            .cloned()
+            .chain(["suggested: ran every scenario".into()])
+            .collect();
+        assert!(verify(&good.to_json(), &md, "abc", &more)
+            .unwrap_err()
+            .contains("where this tree's variants need"));
     }
 }

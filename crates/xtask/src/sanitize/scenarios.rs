@@ -235,6 +235,9 @@ pub struct Scenario {
     pub name: String,
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Whether the program prints the live-descriptor census (every probe
+    /// does, after each cycle; MLX's suite and the Rust tests do not).
+    pub counts_census: bool,
 }
 
 /// One scenario's run on one variant.
@@ -245,6 +248,8 @@ pub struct Outcome {
     pub reports: Vec<Report>,
     /// `census <cycle> descriptors_retained <n>` records, in order.
     pub census: Vec<i64>,
+    /// Whether the program must print them ([`Scenario::counts_census`]).
+    pub counts_census: bool,
 }
 
 /// The scenarios of `table` for one variant: each program resolved, the
@@ -292,6 +297,7 @@ pub fn resolve(
             name: p.name.clone(),
             program,
             args,
+            counts_census: matches!(p.program, Program::Probe(_)),
         });
     }
     Ok(list)
@@ -383,6 +389,7 @@ pub fn run_scenario(
         success: output.status.success(),
         reports,
         census,
+        counts_census: s.counts_census,
     })
 }
 

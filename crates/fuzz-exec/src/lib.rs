@@ -531,6 +531,17 @@ pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
             if x.is_nan() && y.is_nan() || x == y {
                 continue;
             }
+            // An infinity or a NaN on one side only: no tolerance makes two
+            // such values close (with eager at ±inf, `rel * |y|` would
+            // admit any compiled value).
+            if !x.is_finite() || !y.is_finite() {
+                return (
+                    Some(format!(
+                        "value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly"
+                    )),
+                    worst,
+                );
+            }
             let d = (x - y).abs();
             if y.is_finite() && *y != 0.0 {
                 worst = worst.max(d / y.abs());
@@ -724,5 +735,28 @@ pub fn worker_main() -> i32 {
             eprintln!("mlx-fuzz-worker: {e}");
             2
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_infinite_or_nan_on_one_side_only_is_a_mismatch() {
+        let seen = |v: &[f64]| Observed {
+            values: vec![(MxDtype::F32, v.to_vec())],
+            digest: 0,
+            overrun: None,
+        };
+        let differs = |a: &[f64], b: &[f64]| compare(&seen(a), &seen(b)).0.is_some();
+        assert!(!differs(&[1.0, f64::INFINITY], &[1.0, f64::INFINITY]));
+        assert!(!differs(&[f64::NAN], &[f64::NAN]));
+        assert!(!differs(&[1.0 + 1e-7], &[1.0]));
+        assert!(differs(&[1e30], &[f64::INFINITY]));
+        assert!(differs(&[f64::INFINITY], &[1e30]));
+        assert!(differs(&[f64::NEG_INFINITY], &[f64::INFINITY]));
+        assert!(differs(&[f64::NAN], &[1.0]));
+        assert!(differs(&[1.0], &[f64::NAN]));
     }
 }

@@ -1008,7 +1008,8 @@ mod tests {
                  \x20   def test_c_flaky(self):\n\
                  \x20       first = not os.path.exists({m:?})\n\
                  \x20       open({m:?}, 'w').close()\n\
-                 \x20       self.assertFalse(first)\n",
+                 \x20       self.assertFalse(first)\n\
+                 \x20   def test_d_raises(self): raise RuntimeError('upstream said no')\n",
                 m = marker.display().to_string()
             ),
         )
@@ -1021,6 +1022,7 @@ mod tests {
         assert_eq!(outcome("test_fake.T.test_a_pass"), Some("passed"));
         assert_eq!(outcome("test_fake.T.test_b_fail"), Some("failed"));
         assert_eq!(outcome("test_fake.T.test_c_flaky"), Some("flaky"));
+        assert_eq!(outcome("test_fake.T.test_d_raises"), Some("error"));
         // Repeated alone: the failing test fails at once, the flaky one no more.
         let ids = [
             &"test_fake.T.test_b_fail".to_string(),
@@ -1031,6 +1033,10 @@ mod tests {
         let count = |id: &str| (repeated[id].failures, repeated[id].runs, repeated[id].hung);
         assert_eq!(count("test_fake.T.test_b_fail"), (5, 5, false));
         assert_eq!(count("test_fake.T.test_c_flaky"), (0, 5, false));
+        // A test that raises alone fails, as one whose assertion fails does.
+        let raises = "test_fake.T.test_d_raises".to_string();
+        let repeated = repeat_tests(python, &dir, &[&raises], 3, hang_after).unwrap();
+        assert_eq!(repeated[&raises].failures, 3);
         // A test that cannot be loaded alone gives no count to compare.
         let missing = "test_fake.T.test_z_missing".to_string();
         assert!(repeat_tests(python, &dir, &[&missing], 2, hang_after).is_err());

@@ -93,10 +93,12 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        return Ok(Outcome::Skipped(format!(
-            "{} has no pip (Debian: apt-get install python3-pip)",
+        // Not a skip: without pip nothing can be compared, and every other
+        // check of the suite needs pip too.
+        return Err(format!(
+            "provenance: {} has no pip (Debian: apt-get install python3-pip)",
             python.to_string_lossy()
-        )));
+        ));
     }
     let files = match fetch(&python, version, &wheels, dir)? {
         Ok(files) => files,

@@ -30,11 +30,16 @@ pub struct Site {
     pub file: String,
     /// The function of that frame.
     pub function: String,
+    /// Whether the access held a lock (a race's stacks only): of a race
+    /// between a writer under a lock and a reader without one, the reader
+    /// is the unsynchronized side.
+    pub locked: bool,
 }
 
 impl std::fmt::Display for Site {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} in {}", self.function, self.file)
+        let held = if self.locked { ", under a lock" } else { "" };
+        write!(f, "{} in {}{held}", self.function, self.file)
     }
 }
 
@@ -177,12 +182,15 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
     };
     // The next stack from line i, and the line after it; a stack belongs to
     // this report only if no other report starts before it.
-    let next_stack = |i: usize| -> Option<(Vec<(String, Option<String>)>, usize)> {
+    // With whether the access it shows held a lock: TSan writes
+    // `(mutexes: ...)` on the line that introduces the stack.
+    let next_stack = |i: usize| -> Option<(Vec<(String, Option<String>)>, bool, usize)> {
         let j = (i..lines.len())
             .take_while(|&j| j == i || !starts_report(lines[j]))
             .find(|&j| lines[j].trim_start().starts_with("#0"))?;
         let stack = stack_at(j);
-        Some((stack.clone(), j + stack.len()))
+        let locked = j > 0 && lines[j - 1].contains("(mutexes:");
+        Some((stack.clone(), locked, j + stack.len()))
     };
     let report = |tool: &'static str,
                   kind: String,
@@ -193,11 +201,13 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
      -> Report {
         let mut found = Vec::new();
         let mut at = i;
+        let mut locked = Vec::new();
         while found.len() < stacks {
-            let Some((stack, next)) = next_stack(at) else {
+            let Some((stack, held, next)) = next_stack(at) else {
                 break;
             };
             found.push(stack);
+            locked.push(held);
             at = next;
         }
         let functions = |k: usize| {
@@ -225,7 +235,8 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
         };
         let sites = found
             .iter()
-            .map(|s| {
+            .zip(&locked)
+            .map(|(s, &locked)| {
                 let located: Vec<(&String, &str)> = s
                     .iter()
                     .filter_map(|(f, l)| l.as_deref().map(|l| (f, l)))
@@ -237,10 +248,12 @@ pub fn parse_reports(text: &str) -> Vec<Report> {
                     .map(|(f, l)| Site {
                         file: file(l),
                         function: f.to_string(),
+                        locked,
                     })
                     .unwrap_or_else(|| Site {
                         file: "(unknown)".into(),
                         function: "(unknown)".into(),
+                        locked,
                     })
             })
             .collect();
@@ -454,7 +467,7 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         assert_eq!(
             r[0].sites.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             vec![
-                "mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&) in mlx/scheduler.h",
+                "mlx::core::scheduler::Scheduler::notify_new_task(mlx::core::Stream const&) in mlx/scheduler.h, under a lock",
                 "mlx::core::scheduler::Scheduler::n_active_tasks() const in mlx/scheduler.h"
             ]
         );

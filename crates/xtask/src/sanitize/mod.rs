@@ -5,8 +5,9 @@
 //!
 //! * fixed variants: no report but one the control shows too that cannot
 //!   be a leak of the fix's own kind (then it is upstream's, and listed with
-//!   its stack; a race only when each access is in a function the control
-//!   raced in); under TSan, no race with an access in a file the fix
+//!   its stack; a race only when its access without a lock is in a
+//!   function that made one on the control); under TSan, no race with an
+//!   access in a file the fix
 //!   changes; clean exits; the census printed by every probe and back at
 //!   its baseline after every cycle;
 //! * the control: LeakSanitizer reports the orphaned group, allocated

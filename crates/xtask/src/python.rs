@@ -532,8 +532,13 @@ pub(crate) fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
 }
 
 /// `cargo xtask python-check`; returns (checks passed, failures) and adds
-/// rows to the suite's summary table.
-pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+/// rows to the suite's summary table. `beside_suite` runs on a thread of
+/// its own while MLX's Python suite runs (mostly on one core), after every
+/// wheel is packed; its error is a failure of the check.
+pub fn check(
+    rows: &mut Vec<String>,
+    beside_suite: Option<Box<dyn FnOnce() -> Result<()> + Send>>,
+) -> Result<(u32, Vec<String>)> {
     let mut passed = 0;
     let mut failures = Vec::new();
     let mut expect = |ok: bool, what: String, passed: &mut u32| {
@@ -791,6 +796,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     // control, then starts from a copy of the kernels patched built: the
     // kernels' sources and names are the same on both, and compiling them a
     // second time would cost about three minutes on 2 cores.
+    let beside = beside_suite.map(std::thread::spawn);
     let mut suites = BTreeMap::new();
     for (v, python) in pythons.iter().rev() {
         let mlx = mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
@@ -808,6 +814,16 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         );
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
         suites.insert(v.name, mlx_suite(python, &mlx.source_dir, &log, &cache)?);
+    }
+    if let Some(beside) = beside {
+        let done = beside
+            .join()
+            .unwrap_or_else(|_| Err("it panicked".to_string()));
+        expect(
+            done.is_ok(),
+            format!("the work beside MLX's Python suite: {done:?}"),
+            &mut passed,
+        );
     }
     let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
         r.values().filter(|(x, _)| x == o).count()
@@ -947,7 +963,7 @@ pub fn check_cmd(args: &[String]) -> Result<()> {
         return Err("usage: cargo xtask python-check".into());
     }
     crate::deps::install()?;
-    let (passed, failures) = check(&mut Vec::new())?;
+    let (passed, failures) = check(&mut Vec::new(), None)?;
     for f in &failures {
         println!("FAILED: {f}");
     }

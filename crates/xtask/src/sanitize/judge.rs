@@ -153,7 +153,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                 let excused = if excused.is_empty() {
                     String::new()
                 } else {
-                    format!("; excused as upstream's, seen on the control and not of the fix's kind (a leak or memory error through make_arrays or ArrayDesc; a race only in functions the control raced in): {}", excused.into_iter().collect::<Vec<_>>().join("; "))
+                    format!("; excused as upstream's, seen on the control and not of the fix's kind (a leak or memory error through make_arrays or ArrayDesc; a race only where its unsynchronized access is one the control made): {}", excused.into_iter().collect::<Vec<_>>().join("; "))
                 };
                 let listed = if unexplained.is_empty() {
                     String::new()

@@ -30,7 +30,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "10c3ae05555b8f39ce562b486d45cdac93ab6021d49a8dde16b4f94cf032e2df";
+    "0af4176bc1177f41a177eea1fba728b682221bfdcc4238c7fdd8716014c667c3";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

@@ -342,10 +342,8 @@ fn test() -> Result<()> {
             Err(e)
         }
     };
-    // The fork as a Python package: the report's own script and MLX's Python
-    // suite, with mlx-lm's environments made beside the suite, which leaves
-    // a core idle.
-    let python = match python::check(&mut extra_rows, Some(Box::new(mlx_lm::prepare))) {
+    // The fork as a Python package: the report's own script and MLX's Python suite.
+    let python = match python::check(&mut extra_rows) {
         Ok((p, f)) => {
             passed += p;
             failed += f.len() as u32;

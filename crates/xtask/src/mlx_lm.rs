@@ -506,17 +506,6 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     Ok(())
 }
 
-/// What the check needs before it runs anything: both variants'
-/// environments (the wheels must be built already) and mlx-lm's sdist.
-/// `check` makes what is missing itself; done ahead, it finds them made.
-pub fn prepare() -> Result<()> {
-    let variants = [Variant::PRISTINE, Variant::PATCHED];
-    for env in side_by_side(&variants, |v| environment(*v)) {
-        env?;
-    }
-    sdist().map(|_| ())
-}
-
 /// `cargo xtask mlx-lm-check`; returns (checks passed, failures) and adds
 /// rows to the suite's summary table.
 pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {

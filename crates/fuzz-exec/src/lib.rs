@@ -10,8 +10,10 @@
 
 use mlx_bridge::fuzz::{self as bf, Slots};
 use mlx_bridge::{self as mlx, Array, Dtype as MxDtype};
+use mlx_fuzz::conditioning::{judge_fused, normwise_ulps, value_families, Deviation, Family};
 use mlx_fuzz::ir::*;
-use mlx_fuzz::oracle::{fnv1a, Outcome, FNV_START, TOLERANCE};
+use mlx_fuzz::oracle::{fnv1a, within_tolerance, Outcome, FNV_START};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -504,7 +506,6 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
 
 /// Where `a` and `b` differ beyond the tolerance, if they do.
 pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
-    let (abs, rel) = TOLERANCE;
     let mut worst = 0.0f64;
     if a.values.len() != b.values.len() {
         return (
@@ -528,25 +529,10 @@ pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
             );
         }
         for (j, (x, y)) in va.iter().zip(vb).enumerate() {
-            if x.is_nan() && y.is_nan() || x == y {
-                continue;
+            if y.is_finite() && *y != 0.0 && x.is_finite() {
+                worst = worst.max((x - y).abs() / y.abs());
             }
-            // An infinity or a NaN on one side only: no tolerance makes two
-            // such values close (with eager at ±inf, `rel * |y|` would
-            // admit any compiled value).
-            if !x.is_finite() || !y.is_finite() {
-                return (
-                    Some(format!(
-                        "value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly"
-                    )),
-                    worst,
-                );
-            }
-            let d = (x - y).abs();
-            if y.is_finite() && *y != 0.0 {
-                worst = worst.max(d / y.abs());
-            }
-            if !(d <= abs + rel * y.abs()) {
+            if !within_tolerance(*x, *y) {
                 return (
                     Some(format!(
                         "value {k} ({da:?}) element {j}: {x} compiled, {y} eagerly"
@@ -557,6 +543,47 @@ pub fn compare(a: &Observed, b: &Observed) -> (Option<String>, f64) {
         }
     }
     (None, worst)
+}
+
+/// Each value's largest distance from eager in ULPs (of float32, or of
+/// the integer for uint32), per family: over every element, and over the
+/// elements beyond the tolerance, with those values as [`Deviation`]s.
+/// Runs of the same program evaluate the same values ([`compare`] has
+/// checked the counts).
+fn deviations(
+    a: &Observed,
+    b: &Observed,
+    families: &[Family],
+) -> (BTreeMap<Family, u64>, BTreeMap<Family, u64>, Vec<Deviation>) {
+    let (mut all, mut beyond, mut out) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
+    for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
+        // A value the lineage does not know gets the strictest bound.
+        let family = families.get(k).copied().unwrap_or(Family::Elementwise);
+        let (mut most, mut most_beyond) = (0u64, None::<u64>);
+        let largest = vb.iter().fold(0f32, |m, y| m.max((*y as f32).abs()));
+        for (x, y) in va.iter().zip(vb) {
+            let d = match da {
+                MxDtype::U32 => (*x as i64).abs_diff(*y as i64),
+                _ => normwise_ulps(*x as f32, *y as f32, largest),
+            };
+            most = most.max(d);
+            if !within_tolerance(*x, *y) {
+                most_beyond = Some(most_beyond.unwrap_or(0).max(d));
+            }
+        }
+        let e = all.entry(family).or_insert(0);
+        *e = (*e).max(most);
+        if let Some(d) = most_beyond {
+            let e = beyond.entry(family).or_insert(0);
+            *e = (*e).max(d);
+            out.push(Deviation {
+                value: k,
+                family,
+                ulps: d,
+            });
+        }
+    }
+    (all, beyond, out)
 }
 
 fn census() -> Option<i64> {
@@ -632,17 +659,11 @@ pub fn measure(p: &Program) -> Outcome {
     let unfused_exact = unfused.digest == eager.digest;
     let (m, worst) = compare(&written, &eager);
     o.max_rel_diff = worst;
-    o.mismatch = match (m, unfused_exact) {
-        (_, false) => Some(format!(
-            "compiled without fusion: {}",
-            exact_difference(&unfused, &eager)
-        )),
-        (Some(m), true) => {
-            o.fused_rounding = Some(m);
-            None
-        }
-        (None, true) => None,
-    };
+    let (all, beyond, deviations) = deviations(&written, &eager, &value_families(p));
+    o.fused_ulps = all;
+    o.fused_ulps_beyond_tolerance = beyond;
+    let unfused_difference = (!unfused_exact).then(|| exact_difference(&unfused, &eager));
+    (o.mismatch, o.fused_rounding) = judge_fused(m, unfused_difference, &deviations);
     o
 }
 

@@ -8,8 +8,10 @@
 //! [`crate::program_of_seed_with`], with [`Releases::TwoThreads`] if asked)
 //! and `program <file>` (one program, as JSON, with index 0).
 
+use crate::conditioning::Family;
 use crate::oracle::{differ, first_line, judge, Finding, Kind, Outcome};
 use crate::{Program, Releases};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -311,6 +313,12 @@ pub struct Tally {
     /// Programs whose fused values went beyond the tolerance while the
     /// unfused compile gave eager's bits (`Outcome::fused_rounding`).
     pub fused_rounding: u64,
+    /// The largest ULP distance of a fused value from eager per family,
+    /// over every value and over those beyond the tolerance
+    /// (`Outcome::fused_ulps`): what `Family::bound` is measured on. Each
+    /// with the first program that reached it.
+    pub fused_ulps: BTreeMap<Family, (u64, u64)>,
+    pub fused_ulps_beyond_tolerance: BTreeMap<Family, (u64, u64)>,
     last: Option<u64>,
 }
 
@@ -326,6 +334,20 @@ impl Tally {
             self.rejected += (o.error.is_some() && o.eager_error.is_some()) as u64;
             self.executed += (o.error.is_none() && o.eager_error.is_none()) as u64;
             self.fused_rounding += o.fused_rounding.is_some() as u64;
+            for (mine, theirs) in [
+                (&mut self.fused_ulps, &o.fused_ulps),
+                (
+                    &mut self.fused_ulps_beyond_tolerance,
+                    &o.fused_ulps_beyond_tolerance,
+                ),
+            ] {
+                for (f, u) in theirs {
+                    let at = mine.entry(*f).or_insert((*u, e.index()));
+                    if *u > at.0 {
+                        *at = (*u, e.index());
+                    }
+                }
+            }
         }
         for f in e.findings() {
             *self.by_kind.entry(f.kind).or_default() += 1;
@@ -357,7 +379,39 @@ impl Tally {
             self.max_rel_diff,
             self.fused_rounding,
             if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
-        )
+        ) + &self.ulps_summary()
+    }
+
+    /// Per family, the largest fused distance from eager in ULPs, over all
+    /// values and (in brackets) beyond the tolerance, against its bound.
+    fn ulps_summary(&self) -> String {
+        let rows: Vec<String> = Family::ALL
+            .iter()
+            .filter_map(|f| {
+                let (all, at) = self.fused_ulps.get(f)?;
+                let beyond = self
+                    .fused_ulps_beyond_tolerance
+                    .get(f)
+                    .map_or(String::new(), |(b, at)| {
+                        format!(", {b} beyond the tolerance (program {at})")
+                    });
+                let bound = f
+                    .bound()
+                    .map_or("no bound".to_string(), |b| format!("bound {b}"));
+                Some(format!(
+                    "{} {all} (program {at}){beyond}, {bound}",
+                    f.name()
+                ))
+            })
+            .collect();
+        if rows.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nfused against eager, largest ULPs per family: {}",
+                rows.join("; ")
+            )
+        }
     }
 }
 

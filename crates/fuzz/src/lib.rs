@@ -10,6 +10,7 @@
 //! per variant, since two MLX builds cannot share a process.
 
 pub mod campaign;
+pub mod conditioning;
 pub mod cpp;
 pub mod findings;
 pub mod gen;

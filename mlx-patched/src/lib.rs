@@ -40,7 +40,7 @@ pub use cmake::{
     build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
     Artifacts, Backend, Options, Sanitizer,
 };
-pub use env::{variables_markdown, Env, Variable, VARIABLES, VARIABLES_PAGE};
+pub use env::{variables_markdown, Env, Variable, OTHER_VARIABLES, VARIABLES, VARIABLES_PAGE};
 pub use expectations::{
     Bound, Cell, Expectations, KernelCacheRace, Race, ServerCell, ServerLeak, KERNEL_CACHE_RACE,
     RACE, SERVER_CELLS,

@@ -231,18 +231,12 @@ fn a_relative_mlx_sys_prefix_is_an_error_naming_the_path_it_would_mean() {
 }
 
 #[test]
-fn the_variables_page_is_the_code_s_own_table() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(mlx_patched::VARIABLES_PAGE);
-    let page = fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        page == mlx_patched::variables_markdown(),
-        "{} is not what the code reads: run `cargo xtask docs`",
-        path.display()
-    );
+fn env_rs_reads_every_variable_through_its_constant() {
     // Every variable the code reads is declared once, in `variables!`, and
-    // read through its constant: no name is read as a bare string.
+    // read through its constant (a build script's read is then a rerun
+    // trigger): no name is read as a bare string. The tidy test
+    // (`crates/xtask/tests/tidy.rs`) holds the rest of the tree to the
+    // declarations, and the page to the table.
     let code =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/env.rs")).unwrap();
     for call in [
@@ -254,13 +248,6 @@ fn the_variables_page_is_the_code_s_own_table() {
         assert!(
             !code.contains(call),
             "env.rs reads a variable by a bare name ({call}...): declare it in `variables!`"
-        );
-    }
-    for v in mlx_patched::VARIABLES {
-        assert!(
-            page.contains(&format!("| `{}` |", v.name)),
-            "{} is missing from the page",
-            v.name
         );
     }
 }

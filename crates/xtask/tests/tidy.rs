@@ -1,0 +1,465 @@
+//! The tree keeps its own rules: every file git tracks is read, and each
+//! rule is a pure function over a file's path and text, shown rejecting a
+//! made-up file below so that none can pass by matching nothing.
+//!
+//! * every environment variable the code reads, sets or removes is
+//!   declared: in `mlx-patched/src/env.rs`'s tables, or set by Cargo;
+//! * no package registry's host name appears anywhere (the names are kept
+//!   here as SHA-256 digests, so this file names none either);
+//! * no upstream file is tracked: no file outside `patches/` carries a
+//!   copyright notice (ours carry none; MLX's, mlx-c's, mlx-lm's, mlx-audio's
+//!   and nanobind's all do), and no tracked file has the bytes of a file of
+//!   the upstream MLX tree the build uses;
+//! * every generated page is what its generator writes now.
+
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root")
+}
+
+/// Every file git tracks, with its text (binary files are left out).
+fn tracked() -> Vec<(String, String)> {
+    let out = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(workspace())
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git ls-files failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<(String, String)> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .filter_map(|p| {
+            let bytes = std::fs::read(workspace().join(&p)).ok()?;
+            let text = String::from_utf8(bytes).ok()?;
+            Some((p, text))
+        })
+        .collect();
+    assert!(
+        files.len() > 100,
+        "git tracks only {} text files here",
+        files.len()
+    );
+    files
+}
+
+// ---- environment variables ----
+
+/// The names of environment variables `text` reads, sets or removes, by
+/// the calls the code uses for that in each language.
+fn variables_used(path: &str, text: &str) -> BTreeSet<String> {
+    const CALLS: &[&str] = &[
+        // Rust
+        "env::var(\"",
+        "env::var_os(\"",
+        "var_os(\"",
+        "set_var(\"",
+        "remove_var(\"",
+        ".env(\"",
+        ".env_remove(\"",
+        "read_untracked(\"",
+        "read_name(\"",
+        "read_cargo(\"",
+        "env!(\"",
+        "rerun-if-env-changed=",
+        // Python
+        "os.environ.get(\"",
+        "os.environ[\"",
+        "os.getenv(\"",
+        "environ.setdefault(\"",
+        // C
+        "getenv(\"",
+        "setenv(\"",
+        // shell
+        "export ",
+    ];
+    let mut names = BTreeSet::new();
+    for call in CALLS {
+        for (at, _) in text.match_indices(call) {
+            let name: String = text[at + call.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name.len() > 1
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                names.insert(name);
+            }
+        }
+    }
+    // C: `getenv(NAME)` through `#define NAME "VARIABLE"`.
+    if path.ends_with(".c") || path.ends_with(".cc") || path.ends_with(".cpp") {
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            if let (Some("#define"), Some(macro_name), Some(value)) =
+                (words.next(), words.next(), words.next())
+            {
+                if text.contains(&format!("getenv({macro_name})"))
+                    || text.contains(&format!("setenv({macro_name},"))
+                {
+                    names.insert(value.trim_matches('"').to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Whether `name` is declared: a variable of ours or of another program in
+/// `env.rs`'s tables, or one Cargo sets for build scripts and tests.
+fn declared(name: &str) -> bool {
+    const CARGO_PREFIXES: &[&str] = &[
+        "OUT_DIR",
+        "CARGO_CFG_",
+        "CARGO_FEATURE_",
+        "DEP_",
+        "CARGO_PKG_",
+        "CARGO_BIN_EXE_",
+    ];
+    const CARGO_NAMES: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_MAKEFLAGS",
+        "TARGET",
+        "HOST",
+        "PROFILE",
+    ];
+    mlx_patched::VARIABLES
+        .iter()
+        .chain(mlx_patched::OTHER_VARIABLES)
+        .any(|v| v.name == name)
+        || CARGO_PREFIXES.iter().any(|p| name.starts_with(p))
+        || CARGO_NAMES.contains(&name)
+}
+
+fn undeclared_variables(path: &str, text: &str) -> Vec<String> {
+    variables_used(path, text)
+        .into_iter()
+        .filter(|n| !declared(n))
+        .map(|n| format!("{path}: {n} is not declared in mlx-patched/src/env.rs"))
+        .collect()
+}
+
+// ---- registry hosts ----
+
+/// SHA-256 of the host names of the package registries (crates, PyPI and
+/// its file host, npm, conda, RubyGems, the Go proxy).
+const REGISTRY_HOST_DIGESTS: &[&str] = &[
+    "789e46d79514e28093cabe2bb4a0798266f584b0e508ef269ebabb6e57859290",
+    "3d01f3609be82d98eeedcd977fae947ee6da479acbfd5d19619bda2184977921",
+    "eb7e11c7f9ecbcf48099060ec1c8c593134ff031f587e07be17293b2a3a0ee36",
+    "a4aa2ac280bb8d1a0ce7a1be5a7bfb10292b49fe9435ad5cff19f421f3c70e41",
+    "c899567ee906851741bf7f3bde17a33777859ff9f53ff54d6f0ea54cf31ad636",
+    "d6d7019ca9fcbf07c769e445342515ef0c92e4f18a96adbb3bf6460f5b0ba17f",
+    "9495278a74715c7e246a36404b3589f0f2f0b564defdec00b228aa07ecb515e0",
+    "9ab2ad663f3d2a5e0a38190483536f53c576599778c6e6d1adb9f357122f355c",
+    "0dc11026ac75c015aaa1deafff4a7a54ef6d0cf6b3c7f9b1d2c8f3502929aa9e",
+    "4db460c55b85212e50a70cadcb10c5fc3c32382ed9896a3730423469d2e05619",
+    "15bdb44dafa6843b1e260ba626cb18b8d49581827a759b8102812b61cc522c83",
+    "51c6b9f69c48a75b146d2785c3d70d336d5fdce24868f2e22db377d736f2ef24",
+    "71741fe2460a615058687c4585f665af5e825968e51a512ffb14c6f2684a397d",
+    "00a7dc5a0cc388586b8665846e7d8ae94a6dd096f2aa1aa3b4aab4ac484f998a",
+];
+
+fn sha256(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The host names in `text` whose digest is listed: every dotted name, and
+/// every name it ends with (a subdomain of a registry counts).
+fn hosts_in(text: &str, digests: &[&str]) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    let lower = text.to_ascii_lowercase();
+    for word in lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-')) {
+        let labels: Vec<&str> = word.split('.').filter(|l| !l.is_empty()).collect();
+        for start in 0..labels.len().saturating_sub(1) {
+            let host = labels[start..].join(".");
+            if digests.contains(&sha256(&host).as_str()) {
+                found.insert(host);
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+fn registry_hosts(path: &str, text: &str) -> Vec<String> {
+    hosts_in(text, REGISTRY_HOST_DIGESTS)
+        .into_iter()
+        .map(|h| format!("{path}: names a package registry's host ({} characters); use the client (cargo, pip, apt-get) by package name", h.len()))
+        .collect()
+}
+
+// ---- upstream files ----
+
+/// A copyright notice outside `patches/` (whose context lines are
+/// upstream's by nature): every upstream file carries one, ours none.
+fn copyright_notices(path: &str, text: &str) -> Vec<String> {
+    if path.starts_with("patches/") {
+        return vec![];
+    }
+    // A notice: the word with a ©, a "(c)" or a year after it.
+    let is_notice = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        lower.find(concat!("copy", "right")).is_some_and(|at| {
+            let rest = &lower[at..];
+            rest.contains('©')
+                || rest.contains("(c)")
+                || rest
+                    .as_bytes()
+                    .windows(4)
+                    .any(|w| w.iter().all(u8::is_ascii_digit) && (w[0] == b'1' || w[0] == b'2'))
+        })
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| is_notice(l))
+        .map(|(i, _)| {
+            format!(
+                "{path}:{}: a copyright notice: is this an upstream file?",
+                i + 1
+            )
+        })
+        .collect()
+}
+
+/// Git's blob id of each file (`git hash-object`), by path.
+fn blob_ids(dir: &Path, files: &[PathBuf]) -> BTreeMap<String, PathBuf> {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(["hash-object", "--stdin-paths"])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("git runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let list: String = files
+        .iter()
+        .map(|f| format!("{}\n", dir.join(f).display()))
+        .collect();
+    let writer = std::thread::spawn(move || stdin.write_all(list.as_bytes()));
+    let out = child.wait_with_output().expect("git hash-object");
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "git hash-object failed in {}",
+        dir.display()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .zip(files)
+        .map(|(id, f)| (id.to_string(), f.clone()))
+        .collect()
+}
+
+/// Files under `dir` of at least `min` bytes (smaller ones, such as an
+/// empty `__init__.py`, say nothing about where a file came from).
+fn files_under(dir: &Path, min: u64) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                if e.file_name() != ".git" {
+                    stack.push(p);
+                }
+            } else if meta.is_file() && meta.len() >= min {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// Our files that have the bytes of one of upstream's.
+fn shared_blobs(
+    ours: &BTreeMap<String, PathBuf>,
+    upstream: &BTreeMap<String, PathBuf>,
+) -> Vec<String> {
+    ours.iter()
+        .filter_map(|(id, p)| {
+            upstream.get(id).map(|u| {
+                format!(
+                    "{} has the bytes of upstream's {}",
+                    p.display(),
+                    u.display()
+                )
+            })
+        })
+        .collect()
+}
+
+// ---- the tests ----
+
+fn report(what: &str, violations: Vec<String>) {
+    assert!(violations.is_empty(), "{what}:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn every_environment_variable_is_declared() {
+    let mut seen = BTreeSet::new();
+    let mut bad = Vec::new();
+    for (path, text) in tracked() {
+        seen.extend(variables_used(&path, &text));
+        bad.extend(undeclared_variables(&path, &text));
+    }
+    report("environment variables used but not declared", bad);
+    // The scan sees what it should: names read in Rust, set for a child,
+    // read in Python and in C.
+    for name in [
+        "MLX_SOURCE_DIR",
+        "TMPDIR",
+        "MLX_FORK_RESULTS",
+        "MLX_FORK_ABORT_AT_EXIT_PID",
+    ] {
+        assert!(
+            seen.contains(name),
+            "the scan found no use of {name}: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn no_file_names_a_package_registry() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| registry_hosts(p, t))
+        .collect();
+    report("registry host names", bad);
+}
+
+#[test]
+fn no_upstream_file_is_tracked() {
+    let files = tracked();
+    report(
+        "copyright notices",
+        files
+            .iter()
+            .flat_map(|(p, t)| copyright_notices(p, t))
+            .collect(),
+    );
+    // Byte for byte against the upstream tree the build uses: present
+    // wherever MLX has been built, and required under `cargo xtask test`.
+    let env = mlx_patched::Env::process();
+    let target = env
+        .cargo_target_dir()
+        .map(|t| workspace().join(t))
+        .unwrap_or_else(|| workspace().join("target"));
+    let opts = mlx_patched::Options::from_env(env, &target, false).expect("options");
+    let upstream = match mlx_patched::upstream(&opts) {
+        Ok(u) => u,
+        Err(e) if env.report_file().is_none() => {
+            eprintln!("the upstream tree is not here ({e}): compared by copyright notice only");
+            return;
+        }
+        Err(e) => panic!("the upstream tree is needed to compare bytes: {e}"),
+    };
+    let ours: Vec<PathBuf> = files
+        .iter()
+        .map(|(p, _)| PathBuf::from(p))
+        .filter(|p| std::fs::metadata(workspace().join(p)).is_ok_and(|m| m.len() >= 100))
+        .collect();
+    let theirs = files_under(&upstream.dir, 100);
+    assert!(
+        theirs.len() > 500,
+        "{} holds only {} files",
+        upstream.dir.display(),
+        theirs.len()
+    );
+    report(
+        "files with the bytes of upstream's",
+        shared_blobs(
+            &blob_ids(&workspace(), &ours),
+            &blob_ids(&upstream.dir, &theirs),
+        ),
+    );
+}
+
+#[test]
+fn every_generated_page_is_current() {
+    let path = workspace().join(mlx_patched::VARIABLES_PAGE);
+    let page = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        page == mlx_patched::variables_markdown(),
+        "{} is not what the code declares: run `cargo xtask docs`",
+        path.display()
+    );
+}
+
+// ---- each rule rejects what it is for ----
+
+#[test]
+fn the_variable_rule_rejects_an_undeclared_name_in_each_language() {
+    for (path, text) in [
+        ("a.rs", "let x = std::env::var(\"MLX_SOMETHING_NEW\");"),
+        ("a.rs", "cmd.env(\"MLX_SOMETHING_NEW\", \"1\");"),
+        ("a.py", "os.environ.get(\"MLX_SOMETHING_NEW\")"),
+        (
+            "a.c",
+            "#define V \"MLX_SOMETHING_NEW\"\nint f() { return getenv(V) != 0; }",
+        ),
+        // Split so that this file does not export it itself.
+        ("run", concat!("ex", "port MLX_SOMETHING_NEW=1")),
+    ] {
+        let bad = undeclared_variables(path, text);
+        assert_eq!(bad.len(), 1, "{path}: {text}: {bad:?}");
+        assert!(bad[0].contains("MLX_SOMETHING_NEW"));
+    }
+    assert!(undeclared_variables(
+        "a.rs",
+        "std::env::var(\"MLX_SOURCE_DIR\"); cmd.env(\"TMPDIR\", d);"
+    )
+    .is_empty());
+}
+
+#[test]
+fn the_registry_rule_finds_a_listed_host_and_its_subdomains() {
+    let digest = sha256("example.org");
+    let listed = [digest.as_str()];
+    assert_eq!(
+        hosts_in("see https://example.org/x", &listed),
+        ["example.org"]
+    );
+    assert_eq!(
+        hosts_in("files.Example.org/a.whl", &listed),
+        ["example.org"]
+    );
+    assert!(hosts_in("example.com and org.example", &listed).is_empty());
+}
+
+#[test]
+fn the_upstream_rules_reject_a_notice_and_shared_bytes() {
+    // Split so that this file carries no notice itself.
+    let notice = concat!("// Copy", "right © 2023 Someone");
+    assert_eq!(
+        copyright_notices("src/x.rs", &format!("{notice}\nfn f() {{}}")).len(),
+        1
+    );
+    assert!(copyright_notices("patches/0001-x.patch", notice).is_empty());
+    assert!(copyright_notices("src/x.rs", "// says why a notice is looked for").is_empty());
+    let ours = BTreeMap::from([("b1".to_string(), PathBuf::from("src/copied.h"))]);
+    let theirs = BTreeMap::from([("b1".to_string(), PathBuf::from("mlx/array.h"))]);
+    assert_eq!(
+        shared_blobs(&ours, &theirs),
+        ["src/copied.h has the bytes of upstream's mlx/array.h"]
+    );
+}

@@ -9,7 +9,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
-pub use mlx_patched::{Bound, Cell, Expect};
+pub use mlx_expectations::{Bound, Cell};
+pub use mlx_patched::Expect;
 
 /// One installed MLX variant and the probe programs built against it.
 #[derive(Debug)]
@@ -83,7 +84,7 @@ pub fn linked() -> &'static Variant {
 
 pub const MIB: i64 = 1024 * 1024;
 
-pub use mlx_patched::record::{parse_records, Record};
+pub use mlx_expectations::record::{parse_records, Record};
 
 /// One probe run on one variant.
 #[derive(Debug)]

@@ -4,9 +4,10 @@
 //! under its final name, fails in some process; a fix fails in none. The
 //! claim is over rounds of processes, each round with a folder of its own.
 
+use mlx_expectations::KERNEL_CACHE_RACE;
 use mlx_fork::control_and_fixes;
 use mlx_patched::probes::{is_kernel_cache_race, kernel_cache_round};
-use mlx_patched::{Env, Expectations, KERNEL_CACHE_RACE};
+use mlx_patched::{Env, Expectations};
 use std::path::Path;
 
 #[test]

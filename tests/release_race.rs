@@ -5,8 +5,8 @@
 //! sibling. The claim is over independent processes, not trials of one
 //! process: the control leaks in every process, the fix in no trial of any.
 
+use mlx_expectations::RACE;
 use mlx_fork::{control_and_fixes, run_probe, ProbeRun, Variant};
-use mlx_patched::RACE;
 
 fn leaked(run: &ProbeRun) -> Vec<(String, i64, i64)> {
     let races: Vec<_> = run

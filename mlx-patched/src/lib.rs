@@ -30,7 +30,6 @@ pub mod pin;
 pub mod probes;
 pub mod progress;
 mod python;
-pub mod record;
 mod source;
 pub mod system;
 mod variant;
@@ -41,10 +40,7 @@ pub use cmake::{
     Artifacts, Backend, Options, Sanitizer,
 };
 pub use env::{variables_markdown, Env, Variable, OTHER_VARIABLES, VARIABLES, VARIABLES_PAGE};
-pub use expectations::{
-    Bound, Cell, Expectations, KernelCacheRace, Race, ServerCell, ServerLeak, KERNEL_CACHE_RACE,
-    RACE, SERVER_CELLS,
-};
+pub use expectations::Expectations;
 pub use fingerprint::Fingerprint;
 pub use progress::Progress;
 pub use python::{build_bindings, Bindings, PythonTarget};

@@ -2,7 +2,7 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use crate::{cargo, deps, options, target_dir, Result};
-use mlx_patched::record::parse_records;
+use mlx_expectations::record::parse_records;
 use mlx_patched::{Env, Variant};
 use std::process::Command;
 
@@ -151,7 +151,7 @@ pub fn run(args: &[String]) -> Result<()> {
         let verdict = expectations
             .verdict_of(variant)
             .ok_or(format!("no verdict for {variant}"))?;
-        let bound = mlx_patched::Cell::REPORT.bound(verdict);
+        let bound = mlx_expectations::Cell::REPORT.bound(verdict);
         for (api, s) in [("C++", cpp), ("Rust", rust)] {
             let bytes = (s.mib_per_cycle * (1u64 << 20) as f64).round() as i64;
             if !bound.admits(bytes) {

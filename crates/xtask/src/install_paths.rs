@@ -10,7 +10,8 @@
 use crate::python::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
 use crate::{workspace_root, Result, Tally};
-use mlx_patched::{pin, Cell, Expect, Variant};
+use mlx_expectations::Cell;
+use mlx_patched::{pin, Expect, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

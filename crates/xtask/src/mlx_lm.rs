@@ -5,7 +5,7 @@
 //!   environment per variant (the fork's wheel, then mlx-lm and its
 //!   dependencies pinned by hash), mlx-lm's own offline test suite from its
 //!   sdist on both variants, the model-server cells of
-//!   `mlx_patched::SERVER_CELLS` (`tests/python/model_server.py`), and the
+//!   `mlx_expectations::SERVER_CELLS` (`tests/python/model_server.py`), and the
 //!   numerics of mlx-lm's logits.
 //! * `cargo xtask leak-curve`: the report's scale (about 210 MiB of
 //!   weights, 20 cycles) on both variants, drawn as `docs/leak-curve.svg`
@@ -13,8 +13,9 @@
 
 use crate::python::{python_root, sha256_hex, venv_with};
 use crate::{workspace_root, Result, Tally};
-use mlx_patched::record::{parse_records, Record};
-use mlx_patched::{ServerCell, ServerLeak, Variant, SERVER_CELLS};
+use mlx_expectations::record::{parse_records, Record};
+use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
+use mlx_patched::Variant;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -11,8 +11,9 @@
 //!     package: nothing that passes on pristine may fail on patched.
 
 use crate::{cargo, target_dir, workspace_root, Result};
-use mlx_patched::record::parse_records;
-use mlx_patched::{Artifacts, Cell, Env, Variant};
+use mlx_expectations::record::parse_records;
+use mlx_expectations::Cell;
+use mlx_patched::{Artifacts, Env, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -247,9 +248,9 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
         }
         // The release race in safe Rust, over processes: the control must
         // leak in at least one, a fix in no trial of any.
-        let trials = mlx_patched::RACE.mlx_rs_trials.to_string();
+        let trials = mlx_expectations::RACE.mlx_rs_trials.to_string();
         let mut leaked = Vec::new();
-        for _ in 0..mlx_patched::RACE.processes {
+        for _ in 0..mlx_expectations::RACE.processes {
             let out = Command::new(&exe)
                 .args(["--race", &trials])
                 .output()
@@ -275,7 +276,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
             "mlx-rs, {}: split dropped on two threads at once: leaked in {leaked:?} of {trials} trials per process",
             variant.name
         );
-        let race_ok = if mlx_patched::RACE.shows_on(variant.name) {
+        let race_ok = if mlx_expectations::RACE.shows_on(variant.name) {
             leaked.iter().any(|&k| k > 0)
         } else {
             leaked.iter().all(|&k| k == 0)
@@ -286,7 +287,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
             failures.push(format!(
                 "mlx-rs {}: the release race leaked in {leaked:?} of {trials} trials per process (expected {})",
                 variant.name,
-                if mlx_patched::RACE.shows_on(variant.name) { "some in at least one process" } else { "none" }
+                if mlx_expectations::RACE.shows_on(variant.name) { "some in at least one process" } else { "none" }
             ));
         }
         let shims = Command::new(&exe)

@@ -10,8 +10,9 @@
 //!   and the second-shape note in Python, and MLX's Python suite, on both.
 
 use crate::{run, target_dir, workspace_root, Result};
-use mlx_patched::record::{parse_records, Record};
-use mlx_patched::{Artifacts, Cell, Env, PythonTarget, Variant};
+use mlx_expectations::record::{parse_records, Record};
+use mlx_expectations::Cell;
+use mlx_patched::{Artifacts, Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,9 @@
 //! `tests/release_race.rs` (the same probe and scenarios, many more trials).
 
 use crate::{options, Result};
-use mlx_patched::record::parse_records;
-use mlx_patched::{Variant, RACE};
+use mlx_expectations::record::parse_records;
+use mlx_expectations::RACE;
+use mlx_patched::Variant;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;

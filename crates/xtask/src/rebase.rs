@@ -405,9 +405,9 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
                 ));
             }
             let (mut trials, mut leaked) = (0, 0);
-            for r in mlx_patched::record::parse_records(&stdout)
+            for r in mlx_expectations::record::parse_records(&stdout)
                 .iter()
-                .filter(|r| r.kind == "race" && mlx_patched::RACE.race_only(r.get("race")))
+                .filter(|r| r.kind == "race" && mlx_expectations::RACE.race_only(r.get("race")))
             {
                 trials += r.int("trials");
                 leaked += r.int("leaked");
@@ -424,7 +424,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
         }
         Bug::KernelCacheRace => {
             let exe = probe("kernel_cache_race")?;
-            let race = mlx_patched::KERNEL_CACHE_RACE;
+            let race = mlx_expectations::KERNEL_CACHE_RACE;
             let (mut failed, mut processes) = (0, 0);
             for round in 0..race.rounds {
                 let dir = work.join(format!("kernel-cache-{}-{round}", mlx.name));

@@ -4,7 +4,7 @@
 
 use super::logs::{read_log, Report};
 use crate::{cargo, target_dir, Result};
-use mlx_patched::record::parse_records;
+use mlx_expectations::record::parse_records;
 use mlx_patched::{Artifacts, Sanitizer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

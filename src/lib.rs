@@ -4,6 +4,7 @@
 //! table `cargo xtask test` prints. The tests are in `tests/` (see
 //! `tests/README.md`).
 
+use mlx_patched::CommandVars;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -249,7 +250,7 @@ pub fn assert_loads(exe: &str) {
         return;
     }
     let out = Command::new(exe)
-        .env("LD_TRACE_LOADED_OBJECTS", "1")
+        .var(mlx_patched::other_vars::LD_TRACE_LOADED_OBJECTS, "1")
         .output()
         .unwrap_or_else(|e| panic!("run {exe}: {e}"));
     let listed = String::from_utf8_lossy(&out.stdout);

@@ -177,8 +177,8 @@ fn build_mlxc(src: &Path, mlx: &Artifacts, dir: &Path) -> Result<PathBuf, Error>
         config
             .define("CMAKE_C_COMPILER_LAUNCHER", "ccache")
             .define("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-            .env("CCACHE_BASEDIR", "/")
-            .env("CCACHE_NOHASHDIR", "1");
+            .env(mlx_patched::other_vars::CCACHE_BASEDIR.name, "/")
+            .env(mlx_patched::other_vars::CCACHE_NOHASHDIR.name, "1");
     }
     Ok(config
         // std::format for standard libraries without it (see the header).

@@ -5,6 +5,7 @@ use crate::progress::{self, Progress};
 use crate::source::{Origin, Upstream};
 use crate::system::{self, check_system};
 use crate::variant::{Variant, VARIANTS};
+use crate::CommandVars;
 use crate::{copy_tree, describe, io, lock_file, patch, sync_tree, Env, Error, Fingerprint};
 use std::collections::BTreeSet;
 use std::fs;
@@ -810,7 +811,8 @@ pub(crate) fn run_cmake(
     // Relative paths in ccache's key let a variant reuse another's objects
     // for every file the patches do not touch.
     if let Some(root) = log_path.parent().and_then(Path::parent) {
-        cmd.env("CCACHE_BASEDIR", root).env("CCACHE_NOHASHDIR", "1");
+        cmd.var(crate::other_vars::CCACHE_BASEDIR, root)
+            .var(crate::other_vars::CCACHE_NOHASHDIR, "1");
     }
     let status = progress::run_step(cmd, log, label, progress)
         .map_err(io(format!("cannot run cmake ({step} step)")))?;
@@ -934,11 +936,7 @@ fn build_targets(
 /// binary's own runpath), so the suite tests what users link.
 fn write_tests_script(script: &Path, tests: &Path, lib: &Path) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
-    let var = if cfg!(target_os = "macos") {
-        "DYLD_LIBRARY_PATH"
-    } else {
-        "LD_LIBRARY_PATH"
-    };
+    let var = crate::other_vars::LIBRARY_PATH.name;
     let text = format!(
         "#!/bin/sh\n# MLX's own C++ tests, run against the library installed in {lib}.\n\
          {var}='{lib}'${{{var}:+:${var}}} exec '{tests}' \"$@\"\n",
@@ -1380,7 +1378,7 @@ mod tests {
         let log = fs::File::create(&log_path).unwrap();
         let run = |cc: &Path, args: &[&str], inputs: &str| {
             // This test binary reads CC nowhere else.
-            std::env::set_var("CC", cc);
+            std::env::set_var(crate::vars::CC.name, cc);
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             configure(
                 &src,
@@ -1406,7 +1404,7 @@ mod tests {
             Some("/usr/bin/cc")
         );
         run(&other, &["-G", "Ninja"], "second");
-        std::env::remove_var("CC");
+        std::env::remove_var(crate::vars::CC.name);
         assert_eq!(
             cache_entry(&build, "FORK_TEST_OPTION"),
             None,

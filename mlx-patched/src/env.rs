@@ -25,7 +25,13 @@ pub struct Variable {
 /// `docs/variables.md` lists (a test checks that file against this table).
 macro_rules! variables {
     ($($id:ident: $doc:literal,)*) => {
-        $(#[doc = $doc] #[allow(non_upper_case_globals)] const $id: Variable = Variable { name: stringify!($id), doc: $doc };)*
+        /// Each variable as a constant, for [`Env`]'s reads and for
+        /// setting it on a child process ([`CommandVars`]).
+        pub mod vars {
+            use super::Variable;
+            $(#[doc = $doc] pub const $id: Variable = Variable { name: stringify!($id), doc: $doc };)*
+        }
+        use vars::*;
         /// Every variable a user may set, in the order the docs list them.
         pub const VARIABLES: &[Variable] = &[$($id),*];
     };
@@ -53,10 +59,21 @@ variables! {
 /// for a child process or reads because that program defines them.
 macro_rules! other_variables {
     ($($id:ident: $doc:literal,)*) => {
+        /// Other programs' variables as constants, as [`vars`] holds ours.
+        pub mod other_vars {
+            use super::Variable;
+            $(#[doc = $doc] pub const $id: Variable = Variable { name: stringify!($id), doc: $doc };)*
+            /// The dynamic loader's search path on this platform.
+            pub const LIBRARY_PATH: Variable = if cfg!(target_os = "macos") {
+                DYLD_LIBRARY_PATH
+            } else {
+                LD_LIBRARY_PATH
+            };
+        }
         /// Every variable of another program the code reads, sets or
         /// removes, with whose it is and why: the tidy test holds every
         /// name the code uses to this table or to [`VARIABLES`].
-        pub const OTHER_VARIABLES: &[Variable] = &[$(Variable { name: stringify!($id), doc: $doc }),*];
+        pub const OTHER_VARIABLES: &[Variable] = &[$(other_vars::$id),*];
     };
 }
 
@@ -83,8 +100,8 @@ other_variables! {
     PYPI_RELEASE: "MLX's `setup.py`: a release version, without a development suffix",
     DEV_RELEASE: "MLX's `setup.py`: removed, as it would add a development suffix",
     CMAKE_ARGS: "MLX's `setup.py` passes it to CMake: removed when its metadata is read",
-    MLX_BUILD_CORE_PACKAGE: "MLX's `setup.py`: the `mlx` stage of its packaging (set as `MLX_BUILD_<stage>_PACKAGE`)",
-    MLX_BUILD_COMMON_PACKAGE: "MLX's `setup.py`: the library stage of its packaging",
+    MLX_BUILD_FRONTEND_PACKAGE: "MLX's `setup.py`: the front-end stage of its packaging (`mlx`), whose metadata the fork's wheel keeps",
+    MLX_BUILD_BACKEND_PACKAGE: "MLX's `setup.py`: the library stage of its packaging (`mlx-cpu`)",
     DEBIAN_FRONTEND: "apt's: `noninteractive` for the system packages `deps` installs",
     HF_HOME: "Hugging Face's cache: a private one for mlx-lm's suite",
     HF_HUB_OFFLINE: "Hugging Face Hub's: mlx-lm's suite runs offline",
@@ -93,6 +110,22 @@ other_variables! {
     MLX_FORK_EXCLUDED: "ours, from the mlx-lm check to the same plugin: the file of exclusions by exact id",
     MLX_BRIDGE_UPSTREAM_VERSION: "ours, from the bridge's build script to its code (`cargo:rustc-env`): the MLX version it was built against",
     MLX_FORK_ABORT_AT_EXIT_PID: "ours, inside `tests/support/abort_at_exit.c`: the process that aborts at exit, not its children",
+}
+
+/// Setting and removing a declared variable on a child process: the name
+/// comes from its one declaration, never a bare string.
+pub trait CommandVars {
+    fn var(&mut self, v: Variable, value: impl AsRef<std::ffi::OsStr>) -> &mut Self;
+    fn unset(&mut self, v: Variable) -> &mut Self;
+}
+
+impl CommandVars for std::process::Command {
+    fn var(&mut self, v: Variable, value: impl AsRef<std::ffi::OsStr>) -> &mut Self {
+        self.env(v.name, value)
+    }
+    fn unset(&mut self, v: Variable) -> &mut Self {
+        self.env_remove(v.name)
+    }
 }
 
 /// Where the page of [`variables_markdown`] lives, relative to the workspace.
@@ -240,7 +273,7 @@ impl Env {
         if !self.in_build_script {
             return None;
         }
-        Self::read_untracked("NUM_JOBS")?
+        Self::read_untracked(other_vars::NUM_JOBS.name)?
             .to_str()?
             .trim()
             .parse()
@@ -251,7 +284,8 @@ impl Env {
     /// `CARGO_NET_OFFLINE`: Cargo's offline setting as the environment gives
     /// it (`--offline` itself reaches no child process).
     pub fn cargo_net_offline(&self) -> bool {
-        Self::read_untracked("CARGO_NET_OFFLINE").is_some_and(|v| v == "true" || v == "1")
+        Self::read_untracked(other_vars::CARGO_NET_OFFLINE.name)
+            .is_some_and(|v| v == "true" || v == "1")
     }
 
     /// `MLX_PATCHED_CMAKE_ARGS`: extra CMake arguments, split on spaces.
@@ -303,6 +337,17 @@ impl Env {
                 MLX_FORK_UPSTREAM_FIXED.name
             ),
         }
+    }
+
+    /// Another program's variable, as this process sees it (a rerun
+    /// trigger in a build script, like every read).
+    pub fn other(&self, v: Variable) -> Option<OsString> {
+        debug_assert!(
+            OTHER_VARIABLES.contains(&v),
+            "{} is not in OTHER_VARIABLES",
+            v.name
+        );
+        self.read(v)
     }
 
     /// `AR`: the archiver for the static `libmlx.a`.

@@ -39,7 +39,10 @@ pub use cmake::{
     build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
     Artifacts, Backend, Options, Sanitizer,
 };
-pub use env::{variables_markdown, Env, Variable, OTHER_VARIABLES, VARIABLES, VARIABLES_PAGE};
+pub use env::{
+    other_vars, variables_markdown, vars, CommandVars, Env, Variable, OTHER_VARIABLES, VARIABLES,
+    VARIABLES_PAGE,
+};
 pub use expectations::Expectations;
 pub use fingerprint::Fingerprint;
 pub use progress::Progress;

@@ -6,6 +6,7 @@
 //! adds names it in a `Depends-on:` line: its pull request is staged on top
 //! of that one's.
 
+use crate::CommandVars;
 use crate::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -183,9 +184,12 @@ fn git_apply(
         // The tree sits inside the workspace's own repository (under target/).
         // Without a ceiling git would apply relative to that repository's root
         // and silently skip every path outside the tree.
-        .env("GIT_CEILING_DIRECTORIES", tree.parent().unwrap_or(tree))
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
+        .var(
+            crate::other_vars::GIT_CEILING_DIRECTORIES,
+            tree.parent().unwrap_or(tree),
+        )
+        .unset(crate::other_vars::GIT_DIR)
+        .unset(crate::other_vars::GIT_WORK_TREE)
         .args(["apply", "--verbose", "--whitespace=nowarn"]);
     if matches!(mode, Mode::Check | Mode::CheckReverse) {
         cmd.arg("--check");

@@ -4,6 +4,7 @@
 //! variant, the sanitizer runner those that run under sanitizers, the demo
 //! and the checks the ones they name.
 
+use crate::CommandVars;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +89,7 @@ pub fn kernel_cache_round(
         children.push(
             Command::new(exe)
                 .arg(&start)
-                .env("TMPDIR", dir)
+                .var(crate::other_vars::TMPDIR, dir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

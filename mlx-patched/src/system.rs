@@ -250,7 +250,10 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 /// or `MLX_DISABLE_COMPILE`): there neither the leak nor the kernel cache
 /// can show, and a check that passed would say nothing.
 pub fn cpu_compile_works() -> Result<(), Error> {
-    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
+    if crate::Env::process()
+        .other(crate::other_vars::MLX_DISABLE_COMPILE)
+        .is_some()
+    {
         return Err(Error::new(
             "MLX_DISABLE_COMPILE is set: compile does nothing, so the leak checks cannot see the leak; unset it",
         ));

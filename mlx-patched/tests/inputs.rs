@@ -202,11 +202,11 @@ fn recovered_tree_that_is_not_the_pinned_one_is_refused() {
 #[test]
 fn bad_jobs_value_is_an_error() {
     // Each test binary is its own process; this one sets the variable only here.
-    std::env::set_var("MLX_PATCHED_JOBS", "many");
+    std::env::set_var(mlx_patched::vars::MLX_PATCHED_JOBS.name, "many");
     let err = Options::from_env(Env::process(), Path::new("/tmp"), false)
         .unwrap_err()
         .to_string();
-    std::env::remove_var("MLX_PATCHED_JOBS");
+    std::env::remove_var(mlx_patched::vars::MLX_PATCHED_JOBS.name);
     assert!(
         err.contains("MLX_PATCHED_JOBS") && err.contains("many"),
         "{err}"
@@ -216,11 +216,11 @@ fn bad_jobs_value_is_an_error() {
 #[test]
 fn a_relative_mlx_sys_prefix_is_an_error_naming_the_path_it_would_mean() {
     // Only this test reads MLX_SYS_PREFIX.
-    std::env::set_var("MLX_SYS_PREFIX", "some/prefix");
+    std::env::set_var(mlx_patched::vars::MLX_SYS_PREFIX.name, "some/prefix");
     let got = Env::process().mlx_sys_prefix();
-    std::env::set_var("MLX_SYS_PREFIX", "/abs/prefix");
+    std::env::set_var(mlx_patched::vars::MLX_SYS_PREFIX.name, "/abs/prefix");
     let absolute = Env::process().mlx_sys_prefix();
-    std::env::remove_var("MLX_SYS_PREFIX");
+    std::env::remove_var(mlx_patched::vars::MLX_SYS_PREFIX.name);
     let err = got.unwrap_err().to_string();
     let meant = std::env::current_dir().unwrap().join("some/prefix");
     assert!(
@@ -340,11 +340,11 @@ fn a_build_tells_cargo_about_every_file_it_reads() {
 fn upstream_fixed_is_1_or_0_and_nothing_else() {
     // Only this test reads MLX_FORK_UPSTREAM_FIXED.
     let read = |v: &str| {
-        std::env::set_var("MLX_FORK_UPSTREAM_FIXED", v);
+        std::env::set_var(mlx_patched::vars::MLX_FORK_UPSTREAM_FIXED.name, v);
         std::panic::catch_unwind(|| Env::process().upstream_fixed())
     };
     let (one, zero, empty, yes) = (read("1"), read("0"), read(""), read("yes"));
-    std::env::remove_var("MLX_FORK_UPSTREAM_FIXED");
+    std::env::remove_var(mlx_patched::vars::MLX_FORK_UPSTREAM_FIXED.name);
     assert!(one.unwrap());
     assert!(!zero.unwrap(), "0 must not count as set");
     assert!(!empty.unwrap());

@@ -691,19 +691,6 @@ fn exact_difference(a: &Observed, b: &Observed) -> String {
     )
 }
 
-/// Whether `mx.compile` can do anything here: on the CPU MLX compiles only
-/// if `g++ --version` runs, and `MLX_DISABLE_COMPILE` turns it off. Without
-/// it nothing leaks and nothing is compiled, so the worker refuses.
-pub fn compile_is_live() -> Result<(), String> {
-    if std::env::var_os("MLX_DISABLE_COMPILE").is_some() {
-        return Err("MLX_DISABLE_COMPILE is set: compile would do nothing".into());
-    }
-    match std::process::Command::new("g++").arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        _ => Err("`g++ --version` does not run: MLX's CPU compile would do nothing".into()),
-    }
-}
-
 fn print_outcome(i: u64, p: &Program) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -726,7 +713,7 @@ const USAGE: &str =
 /// The worker process: see `mlx_fuzz::campaign` for its protocol.
 pub fn worker_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Err(e) = compile_is_live() {
+    if let Err(e) = mlx_patched::system::cpu_compile_works() {
         eprintln!("mlx-fuzz-worker: refusing to run: {e}");
         return 2;
     }

@@ -2,6 +2,7 @@
 //! otherwise named with the exact command to run.
 
 use crate::Result;
+use mlx_patched::CommandVars;
 use std::process::Command;
 
 /// Beyond what the build needs, the suite runs valgrind on the probes, and
@@ -70,7 +71,7 @@ pub fn install() -> Result<()> {
         }
         let status = cmd
             .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
+            .var(mlx_patched::other_vars::DEBIAN_FRONTEND, "noninteractive")
             .status()
             .map_err(|e| format!("cannot run apt-get: {e}"))?;
         if status.success() {

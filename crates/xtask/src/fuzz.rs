@@ -20,6 +20,7 @@
 use crate::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
 use mlx_fuzz::{cpp, Program, Releases};
+use mlx_patched::CommandVars;
 use mlx_patched::Sanitizer;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -164,7 +165,10 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     // A target dir per variant and flavour: they neither rebuild each other
     // nor overwrite each other's worker, which the differential runs side by
     // side. MLX itself is shared with every other build of the same variant.
-    cmd.env("CARGO_TARGET_DIR", dir.join(format!("cargo-{label}")));
+    cmd.var(
+        mlx_patched::vars::CARGO_TARGET_DIR,
+        dir.join(format!("cargo-{label}")),
+    );
     let mut build_dir = target_dir()?.join("mlx");
     if let Some(t) = &a.target {
         let work = target_dir()?.join("rebase").join(t);
@@ -173,12 +177,12 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
         build_dir = work.join("upstream").join("mlx");
-        cmd.env("MLX_SOURCE_DIR", &tree.dir)
-            .env("MLX_PATCHED_SERIES_DIR", &empty);
+        cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, &tree.dir)
+            .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, &empty);
     }
-    cmd.env("MLX_PATCHED_BUILD_DIR", &build_dir);
+    cmd.var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, &build_dir);
     if let Some(s) = a.sanitizer {
-        cmd.env("MLX_PATCHED_SANITIZER", s.name());
+        cmd.var(mlx_patched::vars::MLX_PATCHED_SANITIZER, s.name());
     }
     eprintln!("fuzz: building the {profile} worker for {label}");
     let out = cmd

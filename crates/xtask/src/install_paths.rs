@@ -11,6 +11,7 @@ use crate::python::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
 use crate::{workspace_root, Result, Tally};
 use mlx_expectations::Cell;
+use mlx_patched::CommandVars;
 use mlx_patched::{pin, Expect, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,7 +81,10 @@ fn loaded_libmlx(python: &Path) -> Result<(String, String)> {
             "-c",
             "import mlx.core\nfrom loaded_libmlx import loaded_libmlx\nprint(*loaded_libmlx())",
         ])
-        .env("PYTHONPATH", workspace_root().join("tests/python"))
+        .var(
+            mlx_patched::other_vars::PYTHONPATH,
+            workspace_root().join("tests/python"),
+        )
         .output()
         .map_err(|e| e.to_string())?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();

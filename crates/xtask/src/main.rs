@@ -1,5 +1,6 @@
 //! Developer workflows for the fork: `cargo xtask <command>` (see HELP).
 
+use mlx_patched::CommandVars;
 mod candidate;
 mod demo;
 mod deps;
@@ -297,7 +298,7 @@ fn test() -> Result<()> {
     let (mut passed, mut failed) = (0, 0);
     let mut outcome = Ok(());
     for cmd in [&mut patched, &mut sys, &mut control] {
-        cmd.env("MLX_FORK_REPORT_FILE", &rows);
+        cmd.var(mlx_patched::vars::MLX_FORK_REPORT_FILE, &rows);
         let (p, f, status) = run_counting(cmd)?;
         passed += p;
         // A run that failed without a failed test did not build: one failure.

@@ -15,6 +15,7 @@ use crate::python::{python_root, sha256_hex, venv_with};
 use crate::{workspace_root, Result, Tally};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
+use mlx_patched::CommandVars;
 use mlx_patched::Variant;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -183,12 +184,18 @@ fn pytest(variant: Variant, python: &Path, root: &Path, results: &Path) -> Resul
     let mut cmd = Command::new(python.with_file_name("pytest"));
     cmd.args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect"])
         .current_dir(root)
-        .env("TMPDIR", crate::python::kernel_tmp(variant, false)?)
-        .env("PYTHONPATH", workspace_root().join("tests/python"))
-        .env("MLX_FORK_RESULTS", results)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .env("HF_HOME", dir.join("hf-home"));
+        .var(
+            mlx_patched::other_vars::TMPDIR,
+            crate::python::kernel_tmp(variant, false)?,
+        )
+        .var(
+            mlx_patched::other_vars::PYTHONPATH,
+            workspace_root().join("tests/python"),
+        )
+        .var(mlx_patched::other_vars::MLX_FORK_RESULTS, results)
+        .var(mlx_patched::other_vars::HF_HUB_OFFLINE, "1")
+        .var(mlx_patched::other_vars::TRANSFORMERS_OFFLINE, "1")
+        .var(mlx_patched::other_vars::HF_HOME, dir.join("hf-home"));
     Ok(cmd)
 }
 
@@ -294,7 +301,10 @@ fn run_suite(
     let log = dir.join("mlx-lm-suite.log");
     let _ = std::fs::remove_file(&results);
     let out = pytest(variant, python, root, &results)?
-        .env("MLX_FORK_EXCLUDED", workspace_root().join(EXCLUDED))
+        .var(
+            mlx_patched::other_vars::MLX_FORK_EXCLUDED,
+            workspace_root().join(EXCLUDED),
+        )
         .arg("tests")
         .output()
         .map_err(|e| format!("cannot run pytest: {e}"))?;
@@ -372,7 +382,10 @@ fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<Reco
     let out = Command::new(python)
         .arg(&script)
         .args(args)
-        .env("TMPDIR", crate::python::kernel_tmp(variant, false)?)
+        .var(
+            mlx_patched::other_vars::TMPDIR,
+            crate::python::kernel_tmp(variant, false)?,
+        )
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
@@ -449,7 +462,10 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
                  print(*loaded_libmlx())";
     let out = Command::new(&python)
         .args(["-c", probe])
-        .env("PYTHONPATH", workspace_root().join("tests/python"))
+        .var(
+            mlx_patched::other_vars::PYTHONPATH,
+            workspace_root().join("tests/python"),
+        )
         .output()
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();

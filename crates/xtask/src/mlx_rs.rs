@@ -13,7 +13,8 @@
 use crate::{cargo, target_dir, workspace_root, Result};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::Cell;
-use mlx_patched::{Artifacts, Env, Variant};
+use mlx_patched::CommandVars;
+use mlx_patched::{vars, Artifacts, Env, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,11 +66,11 @@ struct Run {
     digests: Vec<String>,
 }
 
-fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> {
+fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]) -> Result<Run> {
     let mut cmd = Command::new(exe);
     cmd.args(args);
     for (k, v) in env {
-        cmd.env(k, v);
+        cmd.var(*k, v);
     }
     let out = cmd
         .output()
@@ -105,15 +106,15 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(&str, PathBuf)]) -> Result<Run> 
 /// through mlx-patched (sharing this checkout's build of it), the control
 /// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
 /// mlx-c is compiled once per variant for every project that builds it.
-fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(&'static str, PathBuf)>> {
+fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
     let root = crate::options()?.root;
     Ok(match variant {
         Variant {
             name: "patched", ..
-        } => vec![("MLX_PATCHED_BUILD_DIR", root)],
+        } => vec![(vars::MLX_PATCHED_BUILD_DIR, root)],
         _ => vec![
-            ("MLX_SYS_PREFIX", mlx.prefix.clone()),
-            ("MLX_PATCHED_BUILD_DIR", root),
+            (vars::MLX_SYS_PREFIX, mlx.prefix.clone()),
+            (vars::MLX_PATCHED_BUILD_DIR, root),
         ],
     })
 }
@@ -133,10 +134,10 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
             "--manifest-path",
             "tests/mlx-rs/Cargo.toml",
         ])
-        .env("CARGO_TARGET_DIR", &target);
+        .var(mlx_patched::vars::CARGO_TARGET_DIR, &target);
     without_network(&mut build);
     for (k, v) in sys_env(variant, mlx)? {
-        build.env(k, v);
+        build.var(k, v);
     }
     eprintln!(
         "building tests/mlx-rs (mlx-rs 0.33 + the drop-in mlx-sys) against {}",
@@ -161,8 +162,11 @@ fn fetch_once(manifest: &Path) -> Result<()> {
 /// gets from `cargo build --offline` once the crates are in Cargo's cache.
 fn without_network(cmd: &mut Command) {
     cmd.arg("--offline")
-        .env("CARGO_HTTP_PROXY", "http://127.0.0.1:9")
-        .env("CARGO_NET_RETRY", "0");
+        .var(
+            mlx_patched::other_vars::CARGO_HTTP_PROXY,
+            "http://127.0.0.1:9",
+        )
+        .var(mlx_patched::other_vars::CARGO_NET_RETRY, "0");
 }
 
 /// A copy of `tests/<name>` (the listed files) in the target directory,
@@ -450,23 +454,16 @@ fn run_suite_with(
             "patch.crates-io.mlx-sys.path={:?}",
             sys.display().to_string()
         ))
-        .env(
-            "CARGO_TARGET_DIR",
+        .var(
+            mlx_patched::vars::CARGO_TARGET_DIR,
             target_dir()?
                 .join("mlx-rs")
                 .join(format!("suite-{}", variant.name)),
         )
         // The test binaries have no rpath of their own.
-        .env(
-            if cfg!(target_os = "macos") {
-                "DYLD_LIBRARY_PATH"
-            } else {
-                "LD_LIBRARY_PATH"
-            },
-            &mlx.lib_dir,
-        );
+        .var(mlx_patched::other_vars::LIBRARY_PATH, &mlx.lib_dir);
     for (k, v) in sys_env(variant, mlx)? {
-        test.env(k, v);
+        test.var(k, v);
     }
     let log = if let Some(lib) = preload {
         test.arg("--config").arg(format!(
@@ -744,12 +741,12 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let mut c = cargo();
         c.current_dir(&copy)
             .args(args)
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("MLX_SYS_PREFIX")
-            .env_remove("LD_LIBRARY_PATH")
-            .env_remove("RUSTFLAGS");
+            .var(mlx_patched::vars::CARGO_TARGET_DIR, &target)
+            .unset(mlx_patched::vars::MLX_SYS_PREFIX)
+            .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
+            .unset(mlx_patched::other_vars::RUSTFLAGS);
         if let Ok(o) = crate::options() {
-            c.env("MLX_PATCHED_BUILD_DIR", o.root);
+            c.var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, o.root);
         }
         without_network(&mut c);
         c
@@ -760,7 +757,7 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     crate::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");
     let direct = Command::new(&exe)
-        .env_remove("LD_LIBRARY_PATH")
+        .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     let said = String::from_utf8_lossy(&direct.stdout).to_string();

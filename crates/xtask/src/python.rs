@@ -12,6 +12,7 @@
 use crate::{run, target_dir, workspace_root, Result};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::Cell;
+use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -333,8 +334,8 @@ fn mlx_suite(
     let out = Command::new(python)
         .arg(&runner)
         .arg(tree.join("python/tests"))
-        .env("DEVICE", "cpu")
-        .env("TMPDIR", tmp)
+        .var(mlx_patched::other_vars::DEVICE, "cpu")
+        .var(mlx_patched::other_vars::TMPDIR, tmp)
         .output()
         .map_err(|e| e.to_string())?;
     std::fs::write(
@@ -467,7 +468,7 @@ fn repeat_tests(
             .args(["--repeat", &times.to_string()])
             .args(["--hang-after", &hang_after.as_secs().to_string()])
             .arg(id.as_str())
-            .env("DEVICE", "cpu")
+            .var(mlx_patched::other_vars::DEVICE, "cpu")
             .output()
             .map_err(|e| e.to_string())?;
         let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;

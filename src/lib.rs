@@ -70,17 +70,20 @@ pub fn wrong_fixes() -> Vec<&'static Variant> {
         .collect()
 }
 
-/// The variant called `name`.
-pub fn variant(name: &str) -> &'static Variant {
+/// The build of `v`.
+pub fn variant(v: mlx_patched::Variant) -> &'static Variant {
     VARIANTS
         .iter()
-        .find(|v| v.name == name)
-        .unwrap_or_else(|| panic!("no variant `{name}` was built"))
+        .find(|b| b.name == v.name)
+        .unwrap_or_else(|| panic!("no variant `{v}` was built"))
 }
 
 /// The variant this build's Rust API links against (`--features pristine`).
 pub fn linked() -> &'static Variant {
-    variant(mlx_bridge::MLX_VARIANT)
+    variant(
+        mlx_patched::Variant::parse(mlx_bridge::MLX_VARIANT)
+            .expect("the bridge links a variant of this table"),
+    )
 }
 
 pub const MIB: i64 = 1024 * 1024;

@@ -159,7 +159,7 @@ fn the_seeded_slice_finds_what_the_linked_variant_must_show() {
     // Leaks that hang on hash-map order come and go between processes: the
     // reproducer must leak in every one of them, and again as C++ on its own.
     let every_time = Confirm::AllOf(3);
-    let patched = variant("patched").prefix;
+    let patched = variant(mlx_patched::Variant::PATCHED).prefix;
     let mut tried = Vec::new();
     for i in leaks.iter().copied() {
         let p = mlx_fuzz::program_of_seed(SEED, i);
@@ -222,7 +222,11 @@ fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_a
     let w = worker();
     for c in findings {
         // The control is built without the series.
-        let with: &[String] = if v.name == "pristine" { &[] } else { &series };
+        let with: &[String] = if v.name == mlx_patched::Variant::PRISTINE.name {
+            &[]
+        } else {
+            &series
+        };
         let show = c.must_show(with, v.leak_free());
         let event = w
             .run_program(&c.program)

@@ -110,7 +110,9 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
     // when upstream fixed the leak itself (MLX_FORK_UPSTREAM_FIXED, where a
     // rebase keeps only the fixes upstream lacks) as much as on the pin;
     // only a series without tests leaves every variant to simply pass.
-    let pristine = variants.iter().find(|v| v.name == "pristine");
+    let pristine = variants
+        .iter()
+        .find(|v| v.name == mlx_patched::Variant::PRISTINE.name);
     if pristine.is_some_and(|v| v.expect == Expect::Leaks) {
         assert!(!new.is_empty(), "the series adds no test to MLX's suite");
     }
@@ -217,7 +219,7 @@ fn a_fixed_suite_that_crashes_after_its_last_case_fails_the_check() {
     // report is complete and clean, so only the exit status can tell.
     let variant = control_and_fixes()
         .into_iter()
-        .find(|v| v.name != "pristine")
+        .find(|v| v.name != mlx_patched::Variant::PRISTINE.name)
         .expect("a fixed variant");
     let lib = mlx_patched::probes::abort_at_exit_library(std::path::Path::new(env!(
         "CARGO_TARGET_TMPDIR"

@@ -75,7 +75,7 @@ fn held_output_breaks_on_wrong_fixes() {
         return;
     }
     // The probe itself works: on the control every held output evaluates right.
-    let control = Command::new(variant("pristine").held_output)
+    let control = Command::new(variant(mlx_patched::Variant::PRISTINE).held_output)
         .output()
         .expect("run the held-output probe");
     let listed = String::from_utf8_lossy(&control.stdout);
@@ -111,7 +111,7 @@ fn mlx_suite_regresses_on_wrong_fixes() {
     if wrong.is_empty() {
         return;
     }
-    let control = variant("pristine");
+    let control = variant(mlx_patched::Variant::PRISTINE);
     let pristine = run_mlx_suite(control);
     assert!(pristine.finished, "the control's suite must run to the end");
     for v in wrong {

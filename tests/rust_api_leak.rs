@@ -82,7 +82,7 @@ fn the_loaded_library_is_the_linked_variants() {
     if mlx_patched::Env::process().series_dir().is_none() {
         assert_eq!(
             exports,
-            linked().name == "patched",
+            linked().name == mlx_patched::Variant::PATCHED.name,
             "{}: release_group exported: {exports}",
             linked().name
         );

@@ -9,11 +9,7 @@ const AREAS: &[&str] = &["array", "ops", "random", "linalg", "transforms", "memo
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = env.out_dir()?;
-    let variant = if env.cargo_feature("pristine") {
-        Variant::PRISTINE
-    } else {
-        Variant::PATCHED
-    };
+    let variant = Variant::linked_with(env.cargo_feature(mlx_patched::CONTROL_FEATURE));
     let opts = Options::from_env(
         env,
         &mlx_patched::target_dir_of_out_dir(&out_dir),
@@ -55,7 +51,6 @@ fn main() -> Result<(), Error> {
         "cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}",
         mlx_patched::version_of(&mlx.source_dir)?
     );
-    println!("cargo:rustc-cfg=mlx_variant=\"{variant}\"");
-    println!("cargo:rustc-check-cfg=cfg(mlx_variant, values(\"patched\", \"pristine\"))");
+    println!("cargo:rustc-env=MLX_BRIDGE_VARIANT={variant}");
     Ok(())
 }

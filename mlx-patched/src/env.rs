@@ -109,6 +109,7 @@ other_variables! {
     MLX_FORK_RESULTS: "ours, from the mlx-lm check to its pytest plugin (`tests/python/exact_deselect.py`): where to stream each test's result",
     MLX_FORK_EXCLUDED: "ours, from the mlx-lm check to the same plugin: the file of exclusions by exact id",
     MLX_BRIDGE_UPSTREAM_VERSION: "ours, from the bridge's build script to its code (`cargo:rustc-env`): the MLX version it was built against",
+    MLX_BRIDGE_VARIANT: "ours, from the bridge's build script to its code: the name of the variant it links",
     MLX_FORK_ABORT_AT_EXIT_PID: "ours, inside `tests/support/abort_at_exit.c`: the process that aborts at exit, not its children",
 }
 

@@ -53,8 +53,8 @@ pub use source::{
 };
 pub use system::{check_system, DEBIAN_PACKAGES};
 pub use variant::{
-    mlx_tests_filter, mlx_tests_filter_also, Expect, Variant, MLX_TESTS_EXCLUDED, PRISTINE_PATHS,
-    VARIANTS,
+    mlx_tests_filter, mlx_tests_filter_also, Expect, Variant, CONTROL_FEATURE, MLX_TESTS_EXCLUDED,
+    PRISTINE_PATHS, VARIANTS,
 };
 
 use std::fmt;

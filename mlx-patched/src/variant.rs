@@ -4,6 +4,10 @@
 use crate::Error;
 use std::fmt;
 
+/// The Cargo feature (of the suite, the bridge, the probes and the
+/// fuzzer's worker) that links the control instead of the patched variant.
+pub const CONTROL_FEATURE: &str = "pristine";
+
 /// What of the series the pristine control takes: MLX's tests, never its library.
 pub const PRISTINE_PATHS: &str = "tests/*";
 
@@ -66,11 +70,31 @@ impl Variant {
     /// reject it on every run.
     pub const SUGGESTED: Variant = Variant {
         name: "suggested",
-        base: Some("pristine"),
+        base: Some(Variant::PRISTINE.name),
         extra_patches: &["docs/rejected/suggested-clear-siblings.patch"],
         series_paths: None,
         expect: Expect::Wrong,
     };
+
+    /// The variants the Rust API can link: patched by default, the control
+    /// with [`CONTROL_FEATURE`].
+    pub const LINKABLE: [Variant; 2] = [Variant::PATCHED, Variant::PRISTINE];
+
+    /// The Cargo feature that links this variant into the Rust API (the
+    /// suite, the bridge, the probes, the fuzzer's worker); None: patched,
+    /// the default.
+    pub fn feature(&self) -> Option<&'static str> {
+        (self.name == Variant::PRISTINE.name).then_some(CONTROL_FEATURE)
+    }
+
+    /// The variant a build with these Cargo features links.
+    pub fn linked_with(control_feature: bool) -> Variant {
+        if control_feature {
+            Variant::PRISTINE
+        } else {
+            Variant::PATCHED
+        }
+    }
 
     pub fn parse(s: &str) -> Result<Self, Error> {
         VARIANTS

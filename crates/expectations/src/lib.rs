@@ -348,7 +348,10 @@ mod tests {
     fn a_fixed_upstream_expects_no_leak_anywhere_and_builds_no_rejected_fix() {
         let e = Expectations::new(true);
         assert!(e.variants().iter().all(|v| v.expect != Expect::Wrong));
-        assert!(e.variants().iter().any(|v| v.name == "pristine"));
+        assert!(e
+            .variants()
+            .iter()
+            .any(|v| v.name == Variant::PRISTINE.name));
         for v in e.variants() {
             assert_eq!(e.verdict(&v), Expect::Fixed, "{v}");
             for cell in Cell::all() {
@@ -361,8 +364,8 @@ mod tests {
                 assert!(bound.admits_mib(0) && !bound.admits_mib(24));
             }
         }
-        assert_eq!(e.verdict_of("suggested"), None);
-        assert_eq!(e.verdict_of("pristine"), Some(Expect::Fixed));
+        assert_eq!(e.verdict_of(Variant::SUGGESTED.name), None);
+        assert_eq!(e.verdict_of(Variant::PRISTINE.name), Some(Expect::Fixed));
     }
 
     #[test]

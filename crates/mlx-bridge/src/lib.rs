@@ -33,12 +33,8 @@ pub use transforms::{
     CompiledFn, TransformedFn,
 };
 
-/// Which MLX build this crate links: `"patched"` or `"pristine"`.
 /// The upstream MLX release the linked library was built from ("0.32.2").
 pub const MLX_VERSION: &str = env!("MLX_BRIDGE_UPSTREAM_VERSION");
 
-pub const MLX_VARIANT: &str = if cfg!(mlx_variant = "pristine") {
-    "pristine"
-} else {
-    "patched"
-};
+/// Which MLX build this crate links (the name of an `mlx_patched::Variant`).
+pub const MLX_VARIANT: &str = env!("MLX_BRIDGE_VARIANT");

@@ -117,8 +117,11 @@ pub fn run(args: &[String]) -> Result<()> {
             "--bin",
             "leak-scenario",
         ]);
-        if mlx.name == "pristine" {
-            rust_cmd.args(["--features", "pristine"]);
+        if let Some(feature) = mlx_patched::Variant::parse(&mlx.name)
+            .map_err(|e| e.to_string())?
+            .feature()
+        {
+            rust_cmd.args(["--features", feature]);
         }
         rust_cmd.args(["--", "--cycles", &cycles]);
         let rust = run_probe(&format!("Rust API, {}", mlx.name), &mut rust_cmd)?;

@@ -21,7 +21,7 @@ use crate::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::CommandVars;
-use mlx_patched::Sanitizer;
+use mlx_patched::{Sanitizer, Variant};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,9 @@ const BATCH: u64 = 2000;
 const SHRINK_AT_MOST: usize = 8;
 
 struct Args {
-    variant: String,
+    /// The variant the worker links (`--target`: the control's recipe on
+    /// another tree).
+    variant: Option<Variant>,
     target: Option<String>,
     minutes: f64,
     programs: Option<u64>,
@@ -49,7 +51,7 @@ struct Args {
 
 fn parse(args: &[String]) -> Result<Args> {
     let mut a = Args {
-        variant: String::new(),
+        variant: None,
         target: None,
         minutes: 1.0,
         programs: None,
@@ -89,19 +91,19 @@ fn parse(args: &[String]) -> Result<Args> {
             "--target" => a.target = Some(value()?),
             "--debug" => a.release = false,
             "--threads" => a.releases = Releases::TwoThreads,
-            v if a.variant.is_empty() && !v.starts_with('-') => a.variant = v.to_string(),
+            v if a.variant.is_none() && !v.starts_with('-') => a.variant = Some(linkable(v)?),
             _ => return Err(USAGE.into()),
         }
     }
-    match (&a.target, a.variant.as_str()) {
-        (Some(_), "") => a.variant = "pristine".into(),
+    match (&a.target, a.variant) {
+        (Some(_), None) => a.variant = Some(Variant::PRISTINE),
         (Some(_), _) => {
             return Err(format!(
                 "--target fuzzes upstream's tree as it is: no variant\n{USAGE}"
             ))
         }
-        (None, "patched" | "pristine") => {}
-        _ => return Err(USAGE.into()),
+        (None, Some(_)) => {}
+        (None, None) => return Err(USAGE.into()),
     }
     if a.sanitizer == Some(Sanitizer::Thread) && a.releases != Releases::TwoThreads {
         return Err(
@@ -133,12 +135,32 @@ race:mlx::core::allocator::CommonAllocator::get_active_memory
 race:mlx::core::scheduler::Scheduler::n_active_tasks
 ";
 
+/// A variant the worker can link (the Rust API links patched or the control).
+fn linkable(name: &str) -> Result<Variant> {
+    Variant::LINKABLE
+        .into_iter()
+        .find(|v| v.name == name)
+        .ok_or_else(|| {
+            format!(
+                "the fuzzer runs on {} or {}, not `{name}`\n{USAGE}",
+                Variant::PATCHED,
+                Variant::PRISTINE
+            )
+        })
+}
+
+impl Args {
+    fn variant(&self) -> Variant {
+        self.variant.expect("parse sets a variant")
+    }
+}
+
 /// Builds the worker for `a`'s variant and returns it with its label.
 fn worker(a: &Args) -> Result<(Worker, String)> {
     let profile = if a.release { "release" } else { "debug" };
     let mut label = match &a.target {
         Some(t) => format!("upstream-{t}"),
-        None => a.variant.clone(),
+        None => a.variant().name.to_string(),
     };
     if a.releases == Releases::TwoThreads {
         label = format!("{label}-threads");
@@ -159,8 +181,8 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     if a.release {
         cmd.arg("--release");
     }
-    if a.variant == "pristine" {
-        cmd.args(["--features", "pristine"]);
+    if let Some(feature) = a.variant().feature() {
+        cmd.args(["--features", feature]);
     }
     // A target dir per variant and flavour: they neither rebuild each other
     // nor overwrite each other's worker, which the differential runs side by
@@ -315,7 +337,7 @@ fn keep(dir: &std::path::Path, stem: &str, p: &Program, title: &str) -> Result<P
 
 /// The differential campaign: patched against pristine, program by program.
 fn differential(args: &[String]) -> Result<()> {
-    let mut a = parse(&[&["patched".to_string()], args].concat())?;
+    let mut a = parse(&[&[Variant::PATCHED.name.to_string()], args].concat())?;
     if a.target.is_some() || a.sanitizer.is_some() || !a.release {
         return Err(format!(
             "the differential runs the two release variants only\n{USAGE}"
@@ -323,7 +345,7 @@ fn differential(args: &[String]) -> Result<()> {
     }
     crate::deps::install()?;
     let (patched, _) = worker(&a)?;
-    a.variant = "pristine".into();
+    a.variant = Some(Variant::PRISTINE);
     let (pristine, _) = worker(&a)?;
     let out = target_dir()?
         .join("fuzz")
@@ -413,7 +435,7 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
         })?;
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
     };
-    let (patched, pristine) = (read("patched")?, read("pristine")?);
+    let (patched, pristine) = (read(Variant::PATCHED.name)?, read(Variant::PRISTINE.name)?);
     let (both, differ) = mlx_fuzz::oracle::differ_runs(&patched, &pristine);
     let raised = |r: &Results| {
         r.values()

@@ -290,7 +290,7 @@ fn test() -> Result<()> {
         "--package",
         "mlx-fork",
         "--features",
-        "pristine",
+        mlx_patched::CONTROL_FEATURE,
     ]);
     for t in PRISTINE_PASS {
         control.args(["--test", t]);

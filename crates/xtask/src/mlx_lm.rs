@@ -616,9 +616,12 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         .find(|(_, (o, _))| o == "passed")
         .map(|(id, _)| id.clone())
         .ok_or("no mlx-lm test passed on patched")?;
-    let lib = mlx_patched::probes::abort_at_exit_library(&python_root()?.join("patched"))
-        .map_err(|e| e.to_string())?;
-    let results = python_root()?.join("patched").join("mlx-lm-aborted.jsonl");
+    let lib =
+        mlx_patched::probes::abort_at_exit_library(&python_root()?.join(Variant::PATCHED.name))
+            .map_err(|e| e.to_string())?;
+    let results = python_root()?
+        .join(Variant::PATCHED.name)
+        .join("mlx-lm-aborted.jsonl");
     let _ = std::fs::remove_file(&results);
     let aborted = pytest(Variant::PATCHED, &envs[1].1, &root, &results)?
         .arg(&one)

@@ -108,14 +108,13 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
 /// mlx-c is compiled once per variant for every project that builds it.
 fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
     let root = crate::options()?.root;
-    Ok(match variant {
-        Variant {
-            name: "patched", ..
-        } => vec![(vars::MLX_PATCHED_BUILD_DIR, root)],
-        _ => vec![
+    Ok(if variant == Variant::PATCHED {
+        vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
+    } else {
+        vec![
             (vars::MLX_SYS_PREFIX, mlx.prefix.clone()),
             (vars::MLX_PATCHED_BUILD_DIR, root),
-        ],
+        ]
     })
 }
 
@@ -353,7 +352,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
     }
     let (patched, mlx) = variants
         .iter()
-        .find(|(v, _)| v.name == "patched")
+        .find(|(v, _)| *v == Variant::PATCHED)
         .ok_or("no patched variant")?;
     let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
     let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
@@ -612,7 +611,10 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
     } else {
         None
     };
-    for (name, suite) in [("patched", Some(&patched)), ("pristine", pristine.as_ref())] {
+    for (name, suite) in [
+        (Variant::PATCHED.name, Some(&patched)),
+        (Variant::PRISTINE.name, pristine.as_ref()),
+    ] {
         match suite {
             Some(suite) => println!(
                 "mlx-rs 0.33.0's own tests on {name}: {} passed, {} failed, {} ignored",

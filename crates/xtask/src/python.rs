@@ -749,7 +749,11 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let file = scripts.join(format!("{stem}.py"));
         std::fs::write(&file, script).map_err(|e| e.to_string())?;
         for (v, python) in &pythons {
-            let with: &[String] = if v.name == "pristine" { &[] } else { &series };
+            let with: &[String] = if v.name == Variant::PRISTINE.name {
+                &[]
+            } else {
+                &series
+            };
             let show = k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed);
             let out = Command::new(python)
                 .arg(&file)

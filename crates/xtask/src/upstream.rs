@@ -339,7 +339,7 @@ fn description(message: &str, stat: &str, leak_figures: Option<&str>) -> String 
                 for line in rows.lines().filter(|l| !l.starts_with("note")) {
                     let cols: Vec<&str> = line.split('\t').collect();
                     let cell = |key: &str| cols.iter().find_map(|c| c.strip_prefix(&format!("{key}="))).unwrap_or("-");
-                    text += &format!("| {} | {} | {} | {} |\n", cols[0], cell("pristine"), cell("patched"), cell("bit-identical"));
+                    text += &format!("| {} | {} | {} | {} |\n", cols[0], cell(mlx_patched::Variant::PRISTINE.name), cell(mlx_patched::Variant::PATCHED.name), cell("bit-identical"));
                 }
                 text += "\n";
             }

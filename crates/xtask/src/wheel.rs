@@ -114,7 +114,7 @@ fn rfc2822_epoch(date: &str) -> Option<u64> {
 pub fn version(mlx: &Artifacts) -> Result<String> {
     let release = mlx_patched::version_of(&mlx.source_dir).map_err(|e| e.to_string())?;
     let label = match mlx.name.as_str() {
-        "patched" => {
+        n if n == Variant::PATCHED.name => {
             let series: Vec<PathBuf> = mlx.patches.iter().map(|(p, _)| p.clone()).collect();
             let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series)
                 .map_err(|e| e.to_string())?;
@@ -478,7 +478,7 @@ pub fn pack_wheels(
         std::fs::rename(pkg.join(d), back.join("mlx").join(d)).map_err(|e| e.to_string())?;
     }
 
-    let what = if variant.name == "patched" {
+    let what = if variant.name == Variant::PATCHED.name {
         "with this fork's patch series (compiled functions no longer leak the arrays they capture through multi-output ops)"
     } else {
         "unpatched: the fork's control, which has upstream's bugs"

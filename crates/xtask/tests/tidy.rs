@@ -186,6 +186,33 @@ fn bare_names(path: &str, text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Rust that writes a variant's name as a string, outside its one home
+/// (`mlx-patched/src/variant.rs`): use `Variant::PATCHED` and the others.
+/// `tests/mlx-rs` and `tests/mlx-sys-dependent` are a user's projects,
+/// built without the workspace.
+fn variant_names(path: &str, text: &str) -> Vec<String> {
+    if !path.ends_with(".rs")
+        || path == "mlx-patched/src/variant.rs"
+        || path.starts_with("tests/mlx-rs/")
+        || path.starts_with("tests/mlx-sys-dependent/")
+    {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for v in mlx_patched::VARIANTS {
+        let quoted = format!("\"{}\"", v.name);
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(&quoted) {
+                out.push(format!(
+                    "{path}:{}: the variant name {quoted}: use mlx_patched::Variant's constant",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
 // ---- registry hosts ----
 
 /// SHA-256 of the host names of the package registries (crates, PyPI and
@@ -380,6 +407,15 @@ fn rust_names_every_variable_through_its_declaration() {
 }
 
 #[test]
+fn rust_names_every_variant_through_its_constant() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| variant_names(p, t))
+        .collect();
+    report("variants named by a string", bad);
+}
+
+#[test]
 fn no_file_names_a_package_registry() {
     let bad = tracked()
         .iter()
@@ -483,6 +519,17 @@ fn the_declaration_rule_rejects_a_bare_name_in_rust_only() {
         "env!(\"MLX_BRIDGE_UPSTREAM_VERSION\"); cmd.var(vars::TMPDIR, d);"
     )
     .is_empty());
+}
+
+#[test]
+fn the_variant_rule_rejects_a_name_written_out() {
+    let text = format!(
+        "if v.name == {:?} {{}}",
+        mlx_patched::Variant::PRISTINE.name
+    );
+    assert_eq!(variant_names("crates/xtask/src/a.rs", &text).len(), 1);
+    assert!(variant_names("mlx-patched/src/variant.rs", &text).is_empty());
+    assert!(variant_names("crates/xtask/src/a.rs", "if v == Variant::PRISTINE {}").is_empty());
 }
 
 #[test]

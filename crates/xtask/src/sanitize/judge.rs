@@ -318,13 +318,13 @@ mod tests {
         let runs = |fixed: Vec<Report>| {
             vec![
                 VariantRun {
-                    name: "pristine",
+                    name: mlx_patched::Variant::PRISTINE.name,
                     verdict: Expect::Leaks,
                     outcomes: vec![outcome("report's scenario", control.reports.clone())],
                     planned: 1,
                 },
                 VariantRun {
-                    name: "patched",
+                    name: mlx_patched::Variant::PATCHED.name,
                     verdict: Expect::Fixed,
                     outcomes: vec![outcome("report's scenario", fixed)],
                     planned: 1,
@@ -398,13 +398,13 @@ mod tests {
         let runs = |fixed: Vec<Report>| {
             vec![
                 VariantRun {
-                    name: "pristine",
+                    name: mlx_patched::Variant::PRISTINE.name,
                     verdict: Expect::Leaks,
                     outcomes: vec![outcome("threads", control_saw.clone())],
                     planned: 1,
                 },
                 VariantRun {
-                    name: "patched",
+                    name: mlx_patched::Variant::PATCHED.name,
                     verdict: Expect::Fixed,
                     outcomes: vec![outcome("threads", fixed)],
                     planned: 1,
@@ -439,7 +439,7 @@ mod tests {
     #[test]
     fn a_run_that_skipped_scenarios_fails() {
         let runs = vec![VariantRun {
-            name: "patched",
+            name: mlx_patched::Variant::PATCHED.name,
             verdict: Expect::Fixed,
             outcomes: vec![outcome("a", vec![])],
             planned: 2,
@@ -462,7 +462,7 @@ mod tests {
             let mut suite = outcome("MLX's C++ suite", vec![]);
             (suite.census, suite.counts_census) = (Vec::new(), false);
             let runs = vec![VariantRun {
-                name: "patched",
+                name: mlx_patched::Variant::PATCHED.name,
                 verdict: Expect::Fixed,
                 outcomes: vec![outcome("two slices", vec![]), silent, suite],
                 planned: 3,
@@ -489,9 +489,9 @@ mod tests {
     fn the_checks_are_the_expected_ones() {
         for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
             let variants = [
-                ("pristine", Expect::Leaks),
-                ("patched", Expect::Fixed),
-                ("suggested", Expect::Wrong),
+                (mlx_patched::Variant::PRISTINE.name, Expect::Leaks),
+                (mlx_patched::Variant::PATCHED.name, Expect::Fixed),
+                (mlx_patched::Variant::SUGGESTED.name, Expect::Wrong),
             ];
             let runs: Vec<VariantRun> = variants
                 .iter()

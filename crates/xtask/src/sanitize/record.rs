@@ -317,7 +317,11 @@ mod tests {
                     what: "pristine: leaks".into(),
                 },
             ],
-            scenarios: [("patched".to_string(), 25), ("pristine".to_string(), 25)].into(),
+            scenarios: [
+                (mlx_patched::Variant::PATCHED.name.to_string(), 25),
+                (mlx_patched::Variant::PRISTINE.name.to_string(), 25),
+            ]
+            .into(),
         }
     }
 
@@ -412,7 +416,8 @@ mod tests {
             .unwrap_err()
             .contains("no expectations"));
         let mut idle = good.clone();
-        idle.scenarios.insert("suggested".into(), 0);
+        idle.scenarios
+            .insert(mlx_patched::Variant::SUGGESTED.name.into(), 0);
         assert!(verify(&idle.to_json(), &md, "abc", &ids)
             .unwrap_err()
             .contains("ran no scenario"));

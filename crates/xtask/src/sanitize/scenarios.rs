@@ -6,7 +6,7 @@ use super::logs::{read_log, Report};
 use crate::{cargo, target_dir, Result};
 use mlx_expectations::record::parse_records;
 use mlx_patched::CommandVars;
-use mlx_patched::{Artifacts, Sanitizer};
+use mlx_patched::{Artifacts, Sanitizer, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,10 +45,6 @@ pub const RUST_TESTS: &[(&str, &str)] = &[
     ("mlx-fork", "rust_api_leak"),
     ("mlx-fork", "semantics"),
 ];
-
-/// The variants the Rust API can link, with the features that select them.
-pub const RUST_VARIANTS: &[(&str, Option<&str>)] =
-    &[("patched", None), ("pristine", Some("pristine"))];
 
 /// The table every variant runs, but the multi-output ops, which the
 /// probe lists itself (`multi_output_ops --list`) and [`expand`] adds.
@@ -413,7 +409,7 @@ pub fn rust_test_binaries(
 ) -> Result<BTreeMap<&'static str, BTreeMap<String, PathBuf>>> {
     let target = target_dir()?.join("sanitize").join("cargo");
     let mut all = BTreeMap::new();
-    for (variant, feature) in RUST_VARIANTS {
+    for (variant, feature) in Variant::LINKABLE.map(|v| (v.name, v.feature())) {
         let mut cmd = cargo();
         cmd.args([
             "test",
@@ -464,7 +460,7 @@ pub fn rust_test_binaries(
         if !missing.is_empty() {
             return Err(format!("cargo built no test binary {missing:?} against {variant}-{}: the run would not cover the Rust API", sanitizer.suffix()));
         }
-        all.insert(*variant, binaries);
+        all.insert(variant, binaries);
     }
     Ok(all)
 }

@@ -30,7 +30,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "0af4176bc1177f41a177eea1fba728b682221bfdcc4238c7fdd8716014c667c3";
+    "6b628052e50943d5158b4400251fd408f4e5a92047ffc166a74f5301306783a4";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

@@ -556,7 +556,20 @@ fn deviations(
     families: &[Family],
 ) -> (BTreeMap<Family, u64>, BTreeMap<Family, u64>, Vec<Deviation>) {
     let (mut all, mut beyond, mut out) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
+    // Another number of values, or of elements, is no rounding: beyond any
+    // bound, whatever the family.
+    let structure = |value| Deviation {
+        value,
+        family: Family::Elementwise,
+        ulps: u64::MAX,
+    };
+    if a.values.len() != b.values.len() {
+        out.push(structure(a.values.len().min(b.values.len())));
+    }
     for (k, ((da, va), (_, vb))) in a.values.iter().zip(&b.values).enumerate() {
+        if va.len() != vb.len() {
+            out.push(structure(k));
+        }
         // A value the lineage does not know gets the strictest bound.
         let family = families.get(k).copied().unwrap_or(Family::Elementwise);
         let (mut most, mut most_beyond) = (0u64, None::<u64>);

@@ -235,7 +235,7 @@ fn env_rs_reads_every_variable_through_its_constant() {
     // Every variable the code reads is declared once, in `variables!`, and
     // read through its constant (a build script's read is then a rerun
     // trigger): no name is read as a bare string. The tidy test
-    // (`crates/xtask/tests/tidy.rs`) holds the rest of the tree to the
+    // (`crates/workflows/tests/tidy.rs`) holds the rest of the tree to the
     // declarations, and the page to the table.
     let code =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/env.rs")).unwrap();

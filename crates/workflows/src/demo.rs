@@ -1,7 +1,8 @@
 //! The main job: the leak report's scenario on the pristine control and on
 //! the patched variant, through the Rust API and through a plain C++ program.
 
-use crate::{cargo, deps, options, target_dir, Result};
+use crate::deps;
+use crate::workspace::{cargo, options, target_dir, Result};
 use mlx_expectations::record::parse_records;
 use mlx_patched::{Env, Variant};
 use std::process::Command;
@@ -75,12 +76,17 @@ pub fn cpp_probe_in(
     Ok(exe)
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let cycles = match args {
-        [] => "10".to_string(),
-        [flag, n] if flag == "--cycles" && n.parse::<u32>().is_ok() => n.clone(),
-        _ => return Err("usage: cargo xtask demo [--cycles N]".into()),
-    };
+/// The leak report's scenario on pristine and on patched, through the Rust
+/// API and a plain C++ program.
+#[derive(clap::Args, Debug)]
+pub struct DemoArgs {
+    /// Build/compile/run/drop cycles per variant.
+    #[arg(long, default_value_t = 10)]
+    pub cycles: u32,
+}
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    let cycles = a.cycles.to_string();
     deps::install()?;
     // The libraries only: MLX's own tests are built by `cargo xtask test`.
     let started = std::time::Instant::now();
@@ -148,7 +154,7 @@ pub fn run(args: &[String]) -> Result<()> {
         return Err("the variants computed different outputs".into());
     }
     // Each variant retains what its verdict says, through both APIs.
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let mut outside = Vec::new();
     for (variant, cpp, rust) in &rows {
         let verdict = expectations

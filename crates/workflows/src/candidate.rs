@@ -2,20 +2,34 @@
 //! series must pass, without making it part of the series.
 
 use crate::demo::{cpp_probe, run_probe};
-use crate::{options, Result};
+use crate::workspace::{options, Result};
 use std::path::PathBuf;
 use std::process::Command;
 
-pub fn run(args: &[String]) -> Result<()> {
-    let [name, patches @ ..] = args else {
-        return Err(USAGE.into());
-    };
-    if patches.is_empty() || name.contains('/') {
-        return Err(USAGE.into());
+/// `cargo xtask try`: upstream plus a candidate fix, measured.
+#[derive(clap::Args, Debug)]
+pub struct TryArgs {
+    /// The experiment's name (its build is experiment-<name>).
+    #[arg(value_parser = name)]
+    pub name: String,
+    /// The candidate's patches, applied in this order.
+    #[arg(required = true)]
+    pub patches: Vec<PathBuf>,
+}
+
+fn name(n: &str) -> Result<String> {
+    match n.contains('/') || n.is_empty() {
+        true => Err(format!("`{n}` is not a name: no slash")),
+        false => Ok(n.to_string()),
     }
-    let patches: Vec<PathBuf> = patches
+}
+
+pub fn run(a: TryArgs) -> Result<()> {
+    let name = &a.name;
+    let patches: Vec<PathBuf> = a
+        .patches
         .iter()
-        .map(|p| std::fs::canonicalize(p).map_err(|e| format!("{p}: {e}")))
+        .map(|p| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display())))
         .collect::<Result<_>>()?;
     crate::deps::install()?;
     let mut opts = options()?;
@@ -104,5 +118,3 @@ pub fn run(args: &[String]) -> Result<()> {
         Err(format!("candidate `{name}` fails: {}", failed.join("; ")))
     }
 }
-
-const USAGE: &str = "usage: cargo xtask try <name> <patch>...   (build upstream + the patches as experiment-<name> and report)";

@@ -9,7 +9,7 @@
 
 use crate::python::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
-use crate::{workspace_root, Result, Tally};
+use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
 use mlx_patched::{pin, Expect, Variant};
@@ -192,7 +192,7 @@ fn clean_venv(name: &str) -> Result<PathBuf> {
 
 fn pip(python: &Path, args: &[String]) -> Result<()> {
     println!("  pip {}", args.join(" "));
-    crate::run(
+    crate::workspace::run(
         Command::new(python)
             .args(["-m", "pip", "--quiet", "--disable-pip-version-check"])
             .args(args),
@@ -206,7 +206,7 @@ fn files(w: &[PathBuf]) -> Vec<String> {
 /// The install, upgrade and removal paths; `rows` gets what they printed.
 pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let fork = crate::python::build_wheel(Variant::PATCHED)?;
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let fork_lib = libmlx_in_wheel(
         &mlx_patched::Env::process().python().as_ref(),
         &fork.library,

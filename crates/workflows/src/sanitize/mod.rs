@@ -35,38 +35,40 @@ pub(crate) mod scenarios;
 
 pub use record::{check_recorded, recorded_path};
 
-use crate::{target_dir, Result};
+use crate::workspace::{target_dir, Result};
 use judge::VariantRun;
 use mlx_patched::{probes, Env, Sanitizer};
 use std::collections::{BTreeMap, BTreeSet};
 
-const USAGE: &str = "usage: cargo xtask sanitize [address|thread] [--record | --check]";
+/// `cargo xtask sanitize`: every variant under a sanitizer.
+#[derive(clap::Args, Debug)]
+pub struct SanitizeArgs {
+    /// address or thread.
+    #[arg(default_value = "address", value_parser = crate::workspace::sanitizer)]
+    pub sanitizer: Sanitizer,
+    /// Write the run as the record `cargo xtask test` checks.
+    #[arg(long, conflicts_with = "check")]
+    pub record: bool,
+    /// Only say whether the recorded run is current for this tree.
+    #[arg(long)]
+    pub check: bool,
+}
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut sanitizer = Sanitizer::Address;
-    let (mut record, mut check) = (false, false);
-    for a in args {
-        match a.as_str() {
-            "--record" => record = true,
-            "--check" => check = true,
-            s if !s.starts_with('-') => {
-                sanitizer = Sanitizer::parse(s).map_err(|e| e.to_string())?
-            }
-            _ => return Err(USAGE.into()),
-        }
-    }
-    if record && check {
-        return Err(USAGE.into());
-    }
+pub fn run(a: SanitizeArgs) -> Result<()> {
+    let SanitizeArgs {
+        sanitizer,
+        record,
+        check,
+    } = a;
     if check {
         // Whether a change leaves the recorded run current, without running
         // anything: what `cargo xtask test` checks.
-        let summary = check_recorded(sanitizer, &crate::options()?)?;
+        let summary = check_recorded(sanitizer, &crate::workspace::options()?)?;
         println!("recorded {} run: current, {summary}", sanitizer.name());
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let mut opts = crate::options()?;
+    let mut opts = crate::workspace::options()?;
     opts.sanitizer = Some(sanitizer);
     // MLX's own suite runs under AddressSanitizer; ThreadSanitizer runs the
     // threaded scenarios only.
@@ -74,7 +76,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // What the run is made of, before anything runs: a record stamped with
     // it can only describe these inputs.
     let fingerprint = record::fingerprint(sanitizer, &opts)?;
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let variants = expectations.variants();
     let built = mlx_patched::build_all(&variants, &opts).map_err(|e| e.to_string())?;
     let build_time = started.elapsed();

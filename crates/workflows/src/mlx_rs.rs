@@ -10,7 +10,7 @@
 //!   - mlx-rs 0.33.0's own unit and integration tests, from the published
 //!     package: nothing that passes on pristine may fail on patched.
 
-use crate::{cargo, target_dir, workspace_root, Result};
+use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
@@ -21,13 +21,10 @@ use std::process::Command;
 
 /// The patched prefix, built if needed.
 fn prefix_of(variant: Variant) -> Result<Artifacts> {
-    mlx_patched::build(variant, &crate::options()?).map_err(|e| e.to_string())
+    mlx_patched::build(variant, &crate::workspace::options()?).map_err(|e| e.to_string())
 }
 
-pub fn print_setup(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask mlx-rs".into());
-    }
+pub fn print_setup() -> Result<()> {
     let patched = prefix_of(Variant::PATCHED)?;
     let sys = workspace_root().join("crates/mlx-sys");
     let lib = patched.lib_dir.display();
@@ -55,7 +52,7 @@ LD_LIBRARY_PATH): MLX_SYS_PREFIX={prefix}.
 For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
         sys = sys.display(),
         prefix = patched.prefix.display(),
-        build_dir = crate::options()?.root.display(),
+        build_dir = crate::workspace::options()?.root.display(),
     );
     Ok(())
 }
@@ -107,7 +104,7 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
 /// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
 /// mlx-c is compiled once per variant for every project that builds it.
 fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
-    let root = crate::options()?.root;
+    let root = crate::workspace::options()?.root;
     Ok(if variant == Variant::PATCHED {
         vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
     } else {
@@ -142,14 +139,14 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
         "building tests/mlx-rs (mlx-rs 0.33 + the drop-in mlx-sys) against {}",
         variant.name
     );
-    crate::run(&mut build)?;
+    crate::workspace::run(&mut build)?;
     Ok(target.join("debug/mlx-rs-leak-scenario"))
 }
 
 /// `cargo fetch --locked` of a test project: the only step of these
 /// checks that may use the network. Every build after it is offline.
 fn fetch_once(manifest: &Path) -> Result<()> {
-    crate::run(
+    crate::workspace::run(
         cargo()
             .args(["fetch", "--locked", "--quiet", "--manifest-path"])
             .arg(manifest),
@@ -226,7 +223,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
     let mut failures = Vec::new();
     let mut passed = 0;
     let mut runs: BTreeMap<(&str, String), Run> = BTreeMap::new();
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     for (variant, mlx) in variants {
         let exe = build_proof(*variant, mlx)?;
         for (c, cycles) in CELLS {
@@ -589,10 +586,7 @@ fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
     results.values().filter(|o| *o == outcome).count()
 }
 
-pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask mlx-rs-check".into());
-    }
+pub fn check(rows: &mut Vec<String>) -> Result<(u32, u32)> {
     let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED]
         .into_iter()
         .map(|v| prefix_of(v).map(|a| (v, a)))
@@ -733,7 +727,7 @@ pub fn check(args: &[String], rows: &mut Vec<String>) -> Result<(u32, u32)> {
 /// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
 /// build is shared through `MLX_PATCHED_BUILD_DIR`, as in the other checks.
 fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
-    let mut t = crate::Tally::new();
+    let mut t = crate::workspace::Tally::new();
     let target = target_dir()?.join("mlx-sys-dependent");
     let copy = vendored_copy(
         "mlx-sys-dependent",
@@ -747,7 +741,7 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             .unset(mlx_patched::vars::MLX_SYS_PREFIX)
             .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
             .unset(mlx_patched::other_vars::RUSTFLAGS);
-        if let Ok(o) = crate::options() {
+        if let Ok(o) = crate::workspace::options() {
             c.var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, o.root);
         }
         without_network(&mut c);
@@ -756,7 +750,7 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     eprintln!(
         "building a vendored copy of tests/mlx-sys-dependent offline (only the [patch] line)"
     );
-    crate::run(&mut project(&["build", "--quiet"]))?;
+    crate::workspace::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");
     let direct = Command::new(&exe)
         .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
@@ -856,4 +850,12 @@ mod tests {
         assert!(cargo_test_exit_problem(one, &stderr, false).is_some());
         assert!(cargo_test_exit_problem("", "", true).is_some());
     }
+}
+pub fn check_cmd() -> Result<()> {
+    crate::deps::install()?;
+    let (_, failed) = check(&mut Vec::new())?;
+    if failed > 0 {
+        return Err(format!("{failed} mlx-rs checks failed"));
+    }
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Each fix of the series as its own upstream pull request.
 
-use crate::{target_dir, Result};
+use crate::workspace::{target_dir, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
@@ -51,24 +51,19 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
 /// (`patches/v<version>/`) is staged in its place; a fix that no longer
 /// applies there is listed, not staged: whether upstream still needs it is
 /// `rebase`'s verdict.
-pub fn upstream_pr(args: &[String]) -> Result<()> {
-    const USAGE: &str =
-        "usage: cargo xtask upstream-pr [--out DIR] [--target <carrier-version | upstream-dir>]";
-    let (mut out, mut to) = (None, None);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{a} needs a value\n{USAGE}"))
-        };
-        match a.as_str() {
-            "--out" => out = Some(PathBuf::from(value()?)),
-            "--target" => to = Some(value()?),
-            _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
-        }
-    }
-    let opts = crate::options()?;
+#[derive(clap::Args, Debug, Default)]
+pub struct UpstreamPrArgs {
+    /// Where the stagings go (default: target/upstream-pr).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Stage onto a newer upstream: a carrier version or a checkout.
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
+    let UpstreamPrArgs { out, target: to } = a;
+    let opts = crate::workspace::options()?;
     let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
     if series.is_empty() {
         return Err("patches/ holds no patch: nothing to send upstream".into());

@@ -6,7 +6,7 @@
 //! `python/mlx/**.py`). Each is compared byte for byte with the tree.
 //! Without a reachable package index the check is skipped, saying so.
 
-use crate::Result;
+use crate::workspace::Result;
 use mlx_patched::pin;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ pub fn official_wheels() -> Result<std::result::Result<Vec<PathBuf>, String>> {
             sha256: Some(pin::WHEEL_SHA256_CPU.to_string()),
         },
     ];
-    let dir = crate::target_dir()?
+    let dir = crate::workspace::target_dir()?
         .join("provenance")
         .join(pin::UPSTREAM_VERSION);
     let python = mlx_patched::Env::process().python();
@@ -327,13 +327,10 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
 }
 
 /// `cargo xtask provenance`: the check for the pinned tree.
-pub fn run(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask provenance".into());
-    }
-    let opts = crate::options()?;
+pub fn run() -> Result<()> {
+    let opts = crate::workspace::options()?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    let dir = crate::target_dir()?
+    let dir = crate::workspace::target_dir()?
         .join("provenance")
         .join(pin::UPSTREAM_VERSION);
     match check(pin::UPSTREAM_VERSION, &upstream.dir, true, &dir)? {

@@ -1,7 +1,7 @@
 //! `cargo xtask race`: the release race at length, the slow counterpart of
 //! `tests/release_race.rs` (the same probe and scenarios, many more trials).
 
-use crate::{options, Result};
+use crate::workspace::{options, Result};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::RACE;
 use mlx_patched::Variant;
@@ -9,28 +9,26 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;
 
-const USAGE: &str =
-    "usage: cargo xtask race [--variant patched|pristine] [--trials N] [--processes P]";
+/// The release race at length, over several processes.
+#[derive(clap::Args, Debug)]
+pub struct RaceArgs {
+    /// The variant to measure.
+    #[arg(long, default_value_t = Variant::PATCHED, value_parser = crate::workspace::variant)]
+    pub variant: Variant,
+    /// Trials of each scenario, over all processes.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub trials: u64,
+    /// Processes the trials are spread over (one at a time).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub processes: u64,
+}
 
-pub fn run(args: &[String]) -> Result<()> {
-    let (mut variant, mut trials, mut processes) = (Variant::PATCHED, 1_000_000u64, 10u64);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let value = it.next().ok_or(format!("{a} needs a value\n{USAGE}"))?;
-        let number = || {
-            value
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or(format!("{a} needs a positive number\n{USAGE}"))
-        };
-        match a.as_str() {
-            "--variant" => variant = Variant::parse(value).map_err(|e| e.to_string())?,
-            "--trials" => trials = number()?,
-            "--processes" => processes = number()?,
-            _ => return Err(format!("unknown argument `{a}`\n{USAGE}")),
-        }
-    }
+pub fn run(a: RaceArgs) -> Result<()> {
+    let RaceArgs {
+        variant,
+        trials,
+        processes,
+    } = a;
     let per_process = trials.div_ceil(processes);
     let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
     let exe = crate::demo::cpp_probe(&mlx, "release_race")?;

@@ -1,7 +1,7 @@
 //! System packages: installed on Debian/Ubuntu (as root, or through sudo),
 //! otherwise named with the exact command to run.
 
-use crate::Result;
+use crate::workspace::Result;
 use mlx_patched::CommandVars;
 use std::process::Command;
 

@@ -6,7 +6,7 @@
 //! the inputs of the tree it tests.
 
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
-use crate::{workspace_root, Result};
+use crate::workspace::{workspace_root, Result};
 use mlx_patched::{probes, Fingerprint, Options, Sanitizer};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -23,14 +23,14 @@ pub const RUNNER_VERSION: u32 = 4;
 /// the version, re-record both runs, then set the new hash.
 #[cfg(test)]
 const RUNNER_SOURCES: &[&str] = &[
-    "crates/xtask/src/sanitize/judge.rs",
-    "crates/xtask/src/sanitize/logs.rs",
-    "crates/xtask/src/sanitize/scenarios.rs",
-    "crates/xtask/src/sanitize/mod.rs",
+    "crates/workflows/src/sanitize/judge.rs",
+    "crates/workflows/src/sanitize/logs.rs",
+    "crates/workflows/src/sanitize/scenarios.rs",
+    "crates/workflows/src/sanitize/mod.rs",
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "6b628052e50943d5158b4400251fd408f4e5a92047ffc166a74f5301306783a4";
+    "ec72be93fa0af8c5bd7d801106a35a0809fd014ea62db8568cd0fe456cf28850";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
@@ -104,7 +104,7 @@ pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let mut opts = opts.clone();
     opts.sanitizer = Some(sanitizer);
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let mut f = Fingerprint::new(&format!("sanitizer run {RUNNER_VERSION}"));
     f.text("sanitizer", sanitizer.name());
     for v in expectations.variants() {
@@ -246,7 +246,7 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
         })
     };
     let (json, md) = (read(&json_path)?, read(&md_path)?);
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let variants: Vec<(&str, mlx_patched::Expect)> = expectations
         .variants()
         .iter()
@@ -355,7 +355,7 @@ mod tests {
         for f in RUNNER_SOURCES {
             h.update(f.as_bytes());
             h.update([0]);
-            h.update(std::fs::read(crate::workspace_root().join(f)).unwrap());
+            h.update(std::fs::read(crate::workspace::workspace_root().join(f)).unwrap());
             h.update([0]);
         }
         let now: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
@@ -369,7 +369,7 @@ mod tests {
     /// (Needs upstream's tree, which `cargo xtask test` has recovered.)
     #[test]
     fn another_compiler_is_another_fingerprint() {
-        let opts = crate::options().unwrap();
+        let opts = crate::workspace::options().unwrap();
         let before = fingerprint(Sanitizer::Thread, &opts).unwrap();
         let dir = std::env::temp_dir().join(format!("xtask-cxx-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

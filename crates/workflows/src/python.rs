@@ -9,7 +9,7 @@
 //! * `cargo xtask python-check`: the report's script verbatim, the ablation
 //!   and the second-shape note in Python, and MLX's Python suite, on both.
 
-use crate::{run, target_dir, workspace_root, Result};
+use crate::workspace::{run, target_dir, workspace_root, Result};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
@@ -188,7 +188,7 @@ pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
 
 /// Builds both wheels of `variant` (bindings, package, library) again.
 pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
-    let opts = crate::options()?;
+    let opts = crate::workspace::options()?;
     let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
     check_nanobind(&mlx)?;
     let target = build_target()?;
@@ -209,12 +209,8 @@ pub fn python_for(variant: Variant) -> Result<PathBuf> {
     )
 }
 
-pub fn python_cmd(args: &[String]) -> Result<()> {
-    let [variant] = args else {
-        return Err("usage: cargo xtask python <patched|pristine>".into());
-    };
+pub fn python_cmd(variant: Variant) -> Result<()> {
     crate::deps::install()?;
-    let variant = Variant::parse(variant).map_err(|e| e.to_string())?;
     if variant.base.is_some() {
         return Err(format!(
             "{variant} is built on another variant's build and has no Python bindings of its own"
@@ -224,10 +220,7 @@ pub fn python_cmd(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-pub fn wheel_cmd(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask wheel".into());
-    }
+pub fn wheel_cmd() -> Result<()> {
     crate::deps::install()?;
     let wheels = build_wheel(Variant::PATCHED)?;
     for w in wheels.files() {
@@ -547,7 +540,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             failures.push(what);
         }
     };
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let variants = [Variant::PRISTINE, Variant::PATCHED];
     let mut pythons = Vec::new();
     for v in variants {
@@ -578,7 +571,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     }
 
     // The wheels as users install, replace and remove them, and their stubs.
-    let mut t = crate::Tally::new();
+    let mut t = crate::workspace::Tally::new();
     crate::install_paths::check(&mut t, rows)?;
     let patched_python = &pythons[1].1;
     crate::install_paths::type_check(
@@ -646,7 +639,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         );
         if c == Cell::REPORT {
             let cpp = crate::demo::cpp_probe(
-                &mlx_patched::build(Variant::PATCHED, &crate::options()?)
+                &mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)
                     .map_err(|e| e.to_string())?,
                 "leak_scenario",
             )?;
@@ -715,16 +708,17 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     // them: each must fail (an error, a leak, a crash) on the control and run
     // clean where its fix is applied, as the worker's replay does in C++.
     let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))?;
-    let series: Vec<String> = mlx_patched::patch::fix_series(&crate::options()?.patches_dir)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
+    let series: Vec<String> =
+        mlx_patched::patch::fix_series(&crate::workspace::options()?.patches_dir)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
     let scripts = python_root()?.join("fuzz-findings");
     std::fs::create_dir_all(&scripts).map_err(|e| e.to_string())?;
     for k in &kept {
@@ -801,7 +795,8 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     // second time would cost about three minutes on 2 cores.
     let mut suites = BTreeMap::new();
     for (v, python) in pythons.iter().rev() {
-        let mlx = mlx_patched::build(*v, &crate::options()?).map_err(|e| e.to_string())?;
+        let mlx =
+            mlx_patched::build(*v, &crate::workspace::options()?).map_err(|e| e.to_string())?;
         let cache = kernel_tmp(*v, true)?;
         let seeded = if *v == Variant::PATCHED {
             String::new()
@@ -877,11 +872,11 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     let mut only_patched = Vec::new();
     if !unexplained.is_empty() {
         let (_, python) = &pythons[0];
-        let tree = mlx_patched::build(Variant::PRISTINE, &crate::options()?)
+        let tree = mlx_patched::build(Variant::PRISTINE, &crate::workspace::options()?)
             .map_err(|e| e.to_string())?
             .source_dir;
         let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS, HANG_AFTER)?;
-        let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::options()?)
+        let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)
             .map_err(|e| e.to_string())?
             .source_dir;
         let on_patched = repeat_tests(
@@ -950,10 +945,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     Ok((passed, failures))
 }
 
-pub fn check_cmd(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask python-check".into());
-    }
+pub fn check_cmd() -> Result<()> {
     crate::deps::install()?;
     let (passed, failures) = check(&mut Vec::new())?;
     for f in &failures {
@@ -977,8 +969,10 @@ mod tests {
             super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"),
             None
         );
-        let pins = std::fs::read_to_string(crate::workspace_root().join(super::BUILD_REQUIREMENTS))
-            .unwrap();
+        let pins = std::fs::read_to_string(
+            crate::workspace::workspace_root().join(super::BUILD_REQUIREMENTS),
+        )
+        .unwrap();
         let pinned = super::nanobind_pinned(&pins).expect("the build requirements pin nanobind");
         assert!(
             pinned.chars().next().is_some_and(|c| c.is_ascii_digit()),

@@ -17,19 +17,13 @@
 //! by kind, then shrinks each distinct finding and writes it as
 //! `target/fuzz/<label>/findings/<kind>-<seed>-<index>.{json,cpp}`.
 
-use crate::{cargo, target_dir, Result};
+use crate::workspace::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::CommandVars;
 use mlx_patched::{Sanitizer, Variant};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-const USAGE: &str = "usage: cargo xtask fuzz <patched|pristine> [--minutes N | --programs N] [--seed S] [--threads] [--sanitizer address|thread] [--debug]
-       cargo xtask fuzz --target <carrier-version> [--minutes N | --programs N] [--seed S]
-       cargo xtask fuzz print <seed> <index> [--threads] | <file.json> [--python]
-       cargo xtask fuzz replay <patched|pristine> <program.json>
-       cargo xtask fuzz differential [--minutes N | --programs N] [--seed S]";
 
 /// Programs per worker session: a crash costs at most a restart.
 const BATCH: u64 = 2000;
@@ -49,69 +43,99 @@ struct Args {
     releases: Releases,
 }
 
-fn parse(args: &[String]) -> Result<Args> {
-    let mut a = Args {
-        variant: None,
-        target: None,
-        minutes: 1.0,
-        programs: None,
-        seed: 1,
-        sanitizer: None,
-        release: true,
-        releases: Releases::OneThread,
+/// `cargo xtask fuzz`: a campaign, or one of the tools around campaigns.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct FuzzArgs {
+    #[command(subcommand)]
+    pub command: Option<FuzzCommand>,
+    #[command(flatten)]
+    pub campaign: CampaignArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum FuzzCommand {
+    /// Print a seeded program (`<seed> <index>`) or a kept one (`<file.json>`) as C++.
+    Print {
+        /// Print it as Python instead.
+        #[arg(long)]
+        python: bool,
+        /// The two-thread program of that seed and index.
+        #[arg(long)]
+        threads: bool,
+        #[arg(num_args = 1..=2, required = true, value_names = ["SEED|FILE", "INDEX"])]
+        program: Vec<String>,
+    },
+    /// Run one program (a JSON file) on a variant and name its findings.
+    Replay {
+        #[arg(value_parser = linkable)]
+        variant: Variant,
+        file: PathBuf,
+    },
+    /// Patched against pristine, program by program.
+    Differential {
+        #[command(flatten)]
+        budget: Budget,
+    },
+}
+
+/// How long a campaign runs, and from which seed.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Budget {
+    /// Wall time (ignored when --programs is given).
+    #[arg(long, default_value_t = 1.0)]
+    pub minutes: f64,
+    /// Programs 0..N of the seed, however long they take.
+    #[arg(long, conflicts_with = "minutes")]
+    pub programs: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CampaignArgs {
+    /// The variant the worker links: patched or pristine.
+    #[arg(value_parser = linkable, required_unless_present = "target")]
+    pub variant: Option<Variant>,
+    /// Fuzz upstream's tree of this carrier version, as it is.
+    #[arg(long, conflicts_with = "variant")]
+    pub target: Option<String>,
+    #[command(flatten)]
+    pub budget: Budget,
+    /// Build the worker's MLX with a sanitizer (thread needs --threads).
+    #[arg(long, value_parser = crate::workspace::sanitizer)]
+    pub sanitizer: Option<Sanitizer>,
+    /// A debug worker.
+    #[arg(long)]
+    pub debug: bool,
+    /// Programs that also release two arrays on two threads at once.
+    #[arg(long)]
+    pub threads: bool,
+}
+
+fn campaign(c: CampaignArgs) -> Result<Args> {
+    let releases = if c.threads {
+        Releases::TwoThreads
+    } else {
+        Releases::OneThread
     };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
-        };
-        match arg.as_str() {
-            "--minutes" => {
-                a.minutes = value()?
-                    .parse()
-                    .map_err(|_| format!("--minutes: a number\n{USAGE}"))?
-            }
-            "--programs" => {
-                a.programs = Some(
-                    value()?
-                        .parse()
-                        .map_err(|_| format!("--programs: a number\n{USAGE}"))?,
-                )
-            }
-            "--seed" => {
-                a.seed = value()?
-                    .parse()
-                    .map_err(|_| format!("--seed: a number\n{USAGE}"))?
-            }
-            "--sanitizer" => {
-                a.sanitizer = Some(Sanitizer::parse(&value()?).map_err(|e| e.to_string())?)
-            }
-            "--target" => a.target = Some(value()?),
-            "--debug" => a.release = false,
-            "--threads" => a.releases = Releases::TwoThreads,
-            v if a.variant.is_none() && !v.starts_with('-') => a.variant = Some(linkable(v)?),
-            _ => return Err(USAGE.into()),
-        }
-    }
-    match (&a.target, a.variant) {
-        (Some(_), None) => a.variant = Some(Variant::PRISTINE),
-        (Some(_), _) => {
-            return Err(format!(
-                "--target fuzzes upstream's tree as it is: no variant\n{USAGE}"
-            ))
-        }
-        (None, Some(_)) => {}
-        (None, None) => return Err(USAGE.into()),
-    }
-    if a.sanitizer == Some(Sanitizer::Thread) && a.releases != Releases::TwoThreads {
+    if c.sanitizer == Some(Sanitizer::Thread) && releases != Releases::TwoThreads {
         return Err(
             "without --threads the fuzzer runs one thread: --sanitizer thread needs --threads"
                 .into(),
         );
     }
-    Ok(a)
+    Ok(Args {
+        // --target fuzzes upstream's tree with the control's recipe.
+        variant: Some(c.variant.unwrap_or(Variant::PRISTINE)),
+        target: c.target,
+        minutes: c.budget.minutes,
+        programs: c.budget.programs,
+        seed: c.budget.seed,
+        sanitizer: c.sanitizer,
+        release: !c.debug,
+        releases,
+    })
 }
 
 /// Races of MLX's own that ThreadSanitizer reports on every variant, the
@@ -142,7 +166,7 @@ fn linkable(name: &str) -> Result<Variant> {
         .find(|v| v.name == name)
         .ok_or_else(|| {
             format!(
-                "the fuzzer runs on {} or {}, not `{name}`\n{USAGE}",
+                "the fuzzer runs on {} or {}, not `{name}`",
                 Variant::PATCHED,
                 Variant::PRISTINE
             )
@@ -274,21 +298,19 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     ))
 }
 
-fn print_program(args: &[String]) -> Result<()> {
-    let (python, rest): (Vec<&String>, Vec<&String>) = args.iter().partition(|a| *a == "--python");
-    let (threads, rest): (Vec<&String>, Vec<&String>) =
-        rest.into_iter().partition(|a| *a == "--threads");
-    let releases = if threads.is_empty() {
-        Releases::OneThread
-    } else {
+fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> {
+    let releases = if threads {
         Releases::TwoThreads
+    } else {
+        Releases::OneThread
     };
-    let (p, title) = match rest.as_slice() {
+    let (p, title) = match program {
         [seed, index] => {
-            let (seed, index): (u64, u64) = (
-                seed.parse().map_err(|_| USAGE)?,
-                index.parse().map_err(|_| USAGE)?,
-            );
+            let number = |what: &str, v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("the program's {what} is a number, not `{v}`"))
+            };
+            let (seed, index) = (number("seed", seed)?, number("index", index)?);
             (
                 mlx_fuzz::program_of_seed_with(seed, index, releases),
                 format!("mlx-fuzz program {index} of seed {seed} ({releases:?})"),
@@ -309,9 +331,9 @@ fn print_program(args: &[String]) -> Result<()> {
                 format!("mlx-fuzz program {file}"),
             )
         }
-        _ => return Err(USAGE.into()),
+        _ => return Err("print <seed> <index>, or print <file.json>".into()),
     };
-    if python.is_empty() {
+    if !python {
         print!("{}", cpp::print(&p, &title));
     } else {
         print!(
@@ -336,13 +358,15 @@ fn keep(dir: &std::path::Path, stem: &str, p: &Program, title: &str) -> Result<P
 }
 
 /// The differential campaign: patched against pristine, program by program.
-fn differential(args: &[String]) -> Result<()> {
-    let mut a = parse(&[&[Variant::PATCHED.name.to_string()], args].concat())?;
-    if a.target.is_some() || a.sanitizer.is_some() || !a.release {
-        return Err(format!(
-            "the differential runs the two release variants only\n{USAGE}"
-        ));
-    }
+fn differential(budget: Budget) -> Result<()> {
+    let mut a = campaign(CampaignArgs {
+        variant: Some(Variant::PATCHED),
+        target: None,
+        budget,
+        sanitizer: None,
+        debug: false,
+        threads: false,
+    })?;
     crate::deps::install()?;
     let (patched, _) = worker(&a)?;
     a.variant = Some(Variant::PRISTINE);
@@ -464,14 +488,24 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
     ))
 }
 
-fn replay(args: &[String]) -> Result<()> {
-    let [variant, file] = args else {
-        return Err(USAGE.into());
-    };
-    let a = parse(std::slice::from_ref(variant))?;
+fn replay(variant: Variant, file: &std::path::Path) -> Result<()> {
+    let a = campaign(CampaignArgs {
+        variant: Some(variant),
+        target: None,
+        budget: Budget {
+            minutes: 0.0,
+            programs: None,
+            seed: 1,
+        },
+        sanitizer: None,
+        debug: false,
+        threads: false,
+    })?;
     let (w, label) = worker(&a)?;
-    let p =
-        Program::from_json(&std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?)?;
+    let file = file.display();
+    let p = Program::from_json(
+        &std::fs::read_to_string(file.to_string()).map_err(|e| format!("{file}: {e}"))?,
+    )?;
     let e = w.run_program(&p)?;
     let findings = e.findings();
     println!(
@@ -489,14 +523,17 @@ fn replay(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    match args.first().map(String::as_str) {
-        Some("print") => return print_program(&args[1..]),
-        Some("replay") => return replay(&args[1..]),
-        Some("differential") => return differential(&args[1..]),
-        _ => {}
-    }
-    let a = parse(args)?;
+pub fn run(f: FuzzArgs) -> Result<()> {
+    let a = match f.command {
+        Some(FuzzCommand::Print {
+            python,
+            threads,
+            program,
+        }) => return print_program(python, threads, &program),
+        Some(FuzzCommand::Replay { variant, file }) => return replay(variant, &file),
+        Some(FuzzCommand::Differential { budget }) => return differential(budget),
+        None => campaign(f.campaign)?,
+    };
     crate::deps::install()?;
     let (w, label) = worker(&a)?;
     let out = target_dir()?.join("fuzz").join(&label);

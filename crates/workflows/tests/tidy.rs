@@ -527,9 +527,9 @@ fn the_variant_rule_rejects_a_name_written_out() {
         "if v.name == {:?} {{}}",
         mlx_patched::Variant::PRISTINE.name
     );
-    assert_eq!(variant_names("crates/xtask/src/a.rs", &text).len(), 1);
+    assert_eq!(variant_names("crates/workflows/src/a.rs", &text).len(), 1);
     assert!(variant_names("mlx-patched/src/variant.rs", &text).is_empty());
-    assert!(variant_names("crates/xtask/src/a.rs", "if v == Variant::PRISTINE {}").is_empty());
+    assert!(variant_names("crates/workflows/src/a.rs", "if v == Variant::PRISTINE {}").is_empty());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The one thing read from an ELF file: which dynamic loader it names.
 
-use crate::Result;
+use crate::workspace::Result;
 use std::path::{Path, PathBuf};
 
 /// The dynamic loader an ELF executable names (its `PT_INTERP`).

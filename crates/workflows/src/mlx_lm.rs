@@ -12,7 +12,7 @@
 //!   from the figures it measured, which it writes beside it.
 
 use crate::python::{python_root, sha256_hex, venv_with};
-use crate::{workspace_root, Result, Tally};
+use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
 use mlx_patched::CommandVars;
@@ -99,7 +99,7 @@ fn sdist() -> Result<PathBuf> {
     } else {
         PathBuf::from(mlx_patched::Env::process().python())
     };
-    crate::run(
+    crate::workspace::run(
         Command::new(base)
             .args([
                 "-m",
@@ -119,7 +119,7 @@ fn sdist() -> Result<PathBuf> {
     )
     .map_err(|e| format!("cannot download mlx-lm {version}'s sdist: {e}"))?;
     let archive = dir.join(format!("mlx_lm-{version}.tar.gz"));
-    crate::run(
+    crate::workspace::run(
         Command::new("tar")
             .arg("-xzf")
             .arg(&archive)
@@ -444,7 +444,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let _ = std::fs::remove_dir_all(&venv);
     let python = venv_with(&venv, &[], &[])?;
     let pip = |args: &[String]| -> Result<()> {
-        crate::run(
+        crate::workspace::run(
             Command::new(&python)
                 .args(["-m", "pip", "--quiet", "--disable-pip-version-check"])
                 .args(args),
@@ -527,7 +527,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
 /// rows to the suite's summary table.
 pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     compile_works()?;
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let mut t = Tally::new();
     let variants = [Variant::PRISTINE, Variant::PATCHED];
     // The wheels one at a time (they share the build environment), then the
@@ -766,10 +766,7 @@ fn describe(e: ServerLeak) -> String {
     }
 }
 
-pub fn check_cmd(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask mlx-lm-check".into());
-    }
+pub fn check_cmd() -> Result<()> {
     crate::deps::install()?;
     let (passed, failures) = check(&mut Vec::new())?;
     println!("mlx-lm-check: {passed} passed, {} failed", failures.len());
@@ -785,13 +782,10 @@ const CURVE: (&str, &str, u32) = ("llama", "quantized-prefill", 20);
 /// `cargo xtask leak-curve`: the report's scale on both variants, checked
 /// (pristine retains at least a quarter of the weights every cycle, so it
 /// grows linearly; patched retains 0 in every cycle) and drawn.
-pub fn curve_cmd(args: &[String]) -> Result<()> {
-    if !args.is_empty() {
-        return Err("usage: cargo xtask leak-curve".into());
-    }
+pub fn curve_cmd() -> Result<()> {
     crate::deps::install()?;
     compile_works()?;
-    let expectations = crate::expectations();
+    let expectations = crate::workspace::expectations();
     let (arch, workload, cycles) = CURVE;
     let cell = SERVER_CELLS
         .iter()
@@ -974,7 +968,9 @@ mod tests {
     /// Every exclusion names a node exactly and gives a reason.
     #[test]
     fn every_excluded_test_has_a_reason() {
-        let text = std::fs::read_to_string(crate::workspace_root().join(super::EXCLUDED)).unwrap();
+        let text =
+            std::fs::read_to_string(crate::workspace::workspace_root().join(super::EXCLUDED))
+                .unwrap();
         let entries: Vec<&str> = text
             .lines()
             .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))

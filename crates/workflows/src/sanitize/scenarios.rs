@@ -3,7 +3,7 @@
 //! scenario's run with its reports and census read back.
 
 use super::logs::{read_log, Report};
-use crate::{cargo, target_dir, Result};
+use crate::workspace::{cargo, target_dir, Result};
 use mlx_expectations::record::parse_records;
 use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Sanitizer, Variant};

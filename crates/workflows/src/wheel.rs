@@ -17,7 +17,7 @@
 //!   (OpenBLAS and the Fortran runtime) and gives the manylinux tag, as
 //!   upstream's own wheels have.
 
-use crate::{run, Result};
+use crate::workspace::{run, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{pin, Artifacts, Bindings, PythonTarget, Variant};
 use std::os::unix::fs::PermissionsExt;

@@ -22,14 +22,29 @@
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
 use crate::upstream::git;
-use crate::{cargo, target_dir, workspace_root, Result};
+use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask rebase --to <carrier-version | upstream-dir> [--series DIR] [--apply] [--no-suite]";
+/// `cargo xtask rebase`: the series replayed onto another upstream tree.
+#[derive(clap::Args, Debug)]
+pub struct RebaseArgs {
+    /// The target: a carrier crate version or an upstream checkout.
+    #[arg(long)]
+    pub to: String,
+    /// Another series directory to replay instead of patches/.
+    #[arg(long)]
+    pub series: Option<PathBuf>,
+    /// Move the pin to the target when the verdict allows it.
+    #[arg(long)]
+    pub apply: bool,
+    /// Skip the regression suite on the target.
+    #[arg(long)]
+    pub no_suite: bool,
+}
 
 struct Args {
     to: String,
@@ -38,35 +53,20 @@ struct Args {
     suite: bool,
 }
 
-fn parse(args: &[String]) -> Result<Args> {
-    let mut a = Args {
-        to: String::new(),
-        series: None,
-        apply: false,
-        suite: true,
+fn parse(r: RebaseArgs) -> Result<Args> {
+    let series = match r.series {
+        Some(dir) => Some(
+            dir.canonicalize()
+                .map_err(|e| format!("--series {}: {e}", dir.display()))?,
+        ),
+        None => None,
     };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--to" => a.to = it.next().ok_or(USAGE)?.clone(),
-            "--series" => {
-                let dir = PathBuf::from(it.next().ok_or(USAGE)?);
-                a.series = Some(
-                    dir.canonicalize()
-                        .map_err(|e| format!("--series {}: {e}", dir.display()))?,
-                );
-            }
-            "--apply" => a.apply = true,
-            "--no-suite" => a.suite = false,
-            // The old form: `rebase <carrier-version>`.
-            v if a.to.is_empty() && !v.starts_with('-') => a.to = v.to_string(),
-            _ => return Err(USAGE.into()),
-        }
-    }
-    if a.to.is_empty() {
-        return Err(USAGE.into());
-    }
-    Ok(a)
+    Ok(Args {
+        to: r.to,
+        series,
+        apply: r.apply,
+        suite: !r.no_suite,
+    })
 }
 
 /// The target tree: a directory, or upstream's tree recovered from a
@@ -335,7 +335,7 @@ fn build_variant(
     series: &Path,
     work: &Path,
 ) -> Result<mlx_patched::Artifacts> {
-    let mut opts = crate::options()?;
+    let mut opts = crate::workspace::options()?;
     opts.root = work.join("mlx");
     opts.patches_dir = series.to_path_buf();
     let upstream = mlx_patched::from_override(tree.to_path_buf()).map_err(|e| e.to_string())?;
@@ -470,8 +470,8 @@ fn shown_path(path: &Path) -> String {
         .to_string()
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let a = parse(args)?;
+pub fn run(r: RebaseArgs) -> Result<()> {
+    let a = parse(r)?;
     let root = target_dir()?.join("rebase");
     let label =
         a.to.trim_end_matches('/')
@@ -491,7 +491,7 @@ pub fn run(args: &[String]) -> Result<()> {
         _ => None,
     };
     let version = mlx_patched::version_of(&tree).map_err(|e| e.to_string())?;
-    let pinned = mlx_patched::upstream(&crate::options()?).map_err(|e| e.to_string())?;
+    let pinned = mlx_patched::upstream(&crate::workspace::options()?).map_err(|e| e.to_string())?;
     writeln!(
         report,
         "# Rebase from MLX v{} to v{version}\n",

@@ -1,0 +1,27 @@
+//! The fork's workflows, one module each; `cargo xtask` parses a command
+//! line and calls one of them, and the suite's tests call the checks.
+//!
+//! Modules below import only modules listed before them (the tidy test
+//! keeps the graph free of cycles): `workspace`, `deps`, `git` and the
+//! probes first, the workflows that combine them last.
+
+pub mod candidate;
+pub mod demo;
+pub mod deps;
+pub mod docs;
+pub mod fuzz;
+pub mod install_paths;
+pub mod mlx;
+pub mod mlx_lm;
+pub mod mlx_rs;
+pub mod provenance;
+pub mod python;
+pub mod race;
+pub mod rebase;
+pub mod sanitize;
+pub mod suite;
+pub mod upstream;
+pub mod wheel;
+pub mod workspace;
+
+pub use mlx_patched::Variant;

@@ -1,0 +1,106 @@
+//! What every workflow needs: the workspace's paths, Cargo, the build
+//! options, the run's expectations and a tally of checks.
+
+use mlx_patched::{Env, Expectations, Options, Progress, Variant};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Errors carry their cause as text, with the path or command they concern.
+pub type Result<T> = std::result::Result<T, String>;
+
+/// Cargo as the developer invoked it (`$CARGO`), in the workspace root.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(Env::process().cargo());
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
+}
+
+pub fn target_dir() -> Result<PathBuf> {
+    if let Some(dir) = Env::process().cargo_target_dir() {
+        return Ok(workspace_root().join(dir));
+    }
+    let out = cargo()
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .output()
+        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let key = "\"target_directory\":\"";
+    let start = text
+        .find(key)
+        .ok_or("cargo metadata printed no target_directory")?
+        + key.len();
+    let end = start + text[start..].find('"').ok_or("malformed cargo metadata")?;
+    Ok(PathBuf::from(&text[start..end]))
+}
+
+/// Options for builds run by xtask: progress on stderr, library only.
+pub fn options() -> Result<Options> {
+    let mut opts =
+        Options::from_env(Env::process(), &target_dir()?, false).map_err(|e| e.to_string())?;
+    opts.progress = Progress::for_stderr();
+    Ok(opts)
+}
+
+/// What each variant must show in this run (`MLX_FORK_UPSTREAM_FIXED`
+/// included), as the suite's build script reads it.
+pub fn expectations() -> Expectations {
+    Expectations::from_env(&Env::process())
+}
+
+/// The variants this run builds and checks.
+pub fn variants_to_build() -> Vec<Variant> {
+    expectations().variants()
+}
+
+/// Checks counted as they are made: each failure is printed when it happens.
+pub struct Tally {
+    pub passed: u32,
+    pub failures: Vec<String>,
+}
+
+impl Tally {
+    pub fn new() -> Self {
+        Tally {
+            passed: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if ok {
+            self.passed += 1;
+        } else {
+            let what = what();
+            println!("FAILED: {what}");
+            self.failures.push(what);
+        }
+    }
+}
+
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status})"))
+    }
+}
+
+/// A variant by name, for command lines.
+pub fn variant(name: &str) -> Result<Variant> {
+    Variant::parse(name).map_err(|e| e.to_string())
+}
+
+/// A sanitizer by name, for command lines.
+pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
+    mlx_patched::Sanitizer::parse(name).map_err(|e| e.to_string())
+}

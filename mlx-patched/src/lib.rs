@@ -24,6 +24,7 @@ mod cmake;
 mod env;
 mod expectations;
 mod fingerprint;
+pub mod git;
 pub mod jobs;
 pub mod patch;
 pub mod pin;

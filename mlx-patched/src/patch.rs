@@ -6,10 +6,8 @@
 //! adds names it in a `Depends-on:` line: its pull request is staged on top
 //! of that one's.
 
-use crate::CommandVars;
 use crate::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The series directory of this repository.
 pub fn series_dir() -> PathBuf {
@@ -179,18 +177,10 @@ fn git_apply(
     mode: Mode,
     only: Option<&str>,
 ) -> Result<std::process::Output, Error> {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(tree)
-        // The tree sits inside the workspace's own repository (under target/).
-        // Without a ceiling git would apply relative to that repository's root
-        // and silently skip every path outside the tree.
-        .var(
-            crate::other_vars::GIT_CEILING_DIRECTORIES,
-            tree.parent().unwrap_or(tree),
-        )
-        .unset(crate::other_vars::GIT_DIR)
-        .unset(crate::other_vars::GIT_WORK_TREE)
-        .args(["apply", "--verbose", "--whitespace=nowarn"]);
+    // Confined: without a ceiling git would apply relative to the
+    // workspace's repository and silently skip every path outside the tree.
+    let mut cmd = crate::git::command(tree);
+    cmd.args(["apply", "--verbose", "--whitespace=nowarn"]);
     if matches!(mode, Mode::Check | Mode::CheckReverse) {
         cmd.arg("--check");
     }

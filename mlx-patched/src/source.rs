@@ -388,44 +388,29 @@ pub fn tree_id(dir: &Path) -> Result<String, Error> {
     ));
     let _ = fs::remove_dir_all(&scratch);
     let git = |args: &[&str]| -> Result<String, Error> {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(&scratch)
-            .arg("--work-tree")
-            .arg(dir)
-            .args([
-                "-c",
-                "core.autocrlf=false",
-                "-c",
-                "core.excludesFile=/dev/null",
-                "-c",
-                "core.fileMode=true",
-            ])
-            .args(args)
-            .output()
-            .map_err(|e| {
-                Error::new(format!("cannot run git (needed to hash the MLX tree): {e}"))
-            })?;
-        if !out.status.success() {
-            return Err(Error::new(format!(
-                "git {} failed in {}: {}",
-                args.join(" "),
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        crate::git::run(
+            crate::git::command(dir)
+                .arg("--git-dir")
+                .arg(&scratch)
+                .arg("--work-tree")
+                .arg(dir)
+                .args([
+                    "-c",
+                    "core.excludesFile=/dev/null",
+                    "-c",
+                    "core.fileMode=true",
+                ])
+                .args(args),
+        )
+        .map_err(|e| Error::new(format!("{e}\n(git is needed to hash the MLX tree)")))
     };
     let result = (|| {
-        let init = Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(&scratch)
-            .output();
-        if !init.map(|o| o.status.success()).unwrap_or(false) {
-            return Err(Error::new(
-                "cannot run `git init` (git is needed to hash the MLX tree)",
-            ));
-        }
+        crate::git::run(
+            crate::git::command(dir)
+                .args(["init", "-q", "--bare"])
+                .arg(&scratch),
+        )
+        .map_err(|e| Error::new(format!("{e}\n(git is needed to hash the MLX tree)")))?;
         git(&["add", "-A", "."])?;
         git(&["write-tree"])
     })();

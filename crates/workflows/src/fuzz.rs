@@ -219,7 +219,7 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     if let Some(t) = &a.target {
         let work = target_dir()?.join("rebase").join(t);
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
-        let tree = crate::rebase::target_tree(t, &work)?;
+        let tree = crate::trees::target_tree(t, &work)?;
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
         build_dir = work.join("upstream").join("mlx");

@@ -7,7 +7,7 @@
 //! Every path ends in the report's script: 0 MiB retained where the fork is
 //! installed, upstream's 24 where upstream is.
 
-use crate::python::{python_root, run_python, sha256_hex, venv_with};
+use crate::python_env::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
 use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::Cell;
@@ -162,7 +162,7 @@ fn judge(t: &mut Tally, rows: &mut Vec<String>, python: &Path, want: &Expected) 
             )
         },
     );
-    let (script, _) = crate::python::report_script()?;
+    let (script, _) = crate::python_env::report_script()?;
     let mib = report_mib(&run_python(python, &script, &[])?);
     let bound = Cell::REPORT.bound(want.verdict);
     let line = format!("{}: report.py prints {mib:?} MiB retained", want.what);
@@ -205,7 +205,7 @@ fn files(w: &[PathBuf]) -> Vec<String> {
 
 /// The install, upgrade and removal paths; `rows` gets what they printed.
 pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
-    let fork = crate::python::build_wheel(Variant::PATCHED)?;
+    let fork = crate::python_env::build_wheel(Variant::PATCHED)?;
     let expectations = crate::workspace::expectations();
     let fork_lib = libmlx_in_wheel(
         &mlx_patched::Env::process().python().as_ref(),
@@ -368,7 +368,7 @@ pub fn type_check(
             ),
         ))
     };
-    let (script, _) = crate::python::report_script()?;
+    let (script, _) = crate::python_env::report_script()?;
     let (ok, said) = mypy(&script)?;
     let line = format!(
         "mypy on report.py against mlx {}: {}",
@@ -403,7 +403,7 @@ pub fn type_check(
 /// same build must give the same files, or every environment keyed by them
 /// reinstalls and no one can check a published wheel against its source.
 pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> Result<()> {
-    let first = crate::python::build_wheel(variant)?;
+    let first = crate::python_env::build_wheel(variant)?;
     let digests = |w: &Wheels| -> Result<Vec<String>> {
         w.files()
             .iter()
@@ -415,7 +415,7 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> 
             .collect()
     };
     let before = digests(&first)?;
-    let second = crate::python::rebuild_wheel(variant)?;
+    let second = crate::python_env::rebuild_wheel(variant)?;
     let after = digests(&second)?;
     for ((file, a), b) in second.files().iter().zip(&before).zip(&after) {
         let line = format!(
@@ -442,7 +442,7 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> 
     if !cfg!(target_os = "linux") {
         return Ok(());
     }
-    let python = crate::python::build_target()?.python;
+    let python = crate::python_env::build_target()?.python;
     for (w, frontend) in [(&wheels.frontend, true), (&wheels.library, false)] {
         let name = w
             .file_name()

@@ -11,7 +11,7 @@
 //!   weights, 20 cycles) on both variants, drawn as `docs/leak-curve.svg`
 //!   from the figures it measured, which it writes beside it.
 
-use crate::python::{python_root, sha256_hex, venv_with};
+use crate::python_env::{python_root, sha256_hex, venv_with};
 use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
@@ -57,7 +57,7 @@ fn mlx_lm_requirement() -> Result<(String, String)> {
 /// variant's own: a requirement that brought upstream's `mlx-cpu` would
 /// replace the fork's `mlx/lib/libmlx.so`.
 pub fn environment(variant: Variant) -> Result<PathBuf> {
-    let wheels = crate::python::build_wheel(variant)?;
+    let wheels = crate::python_env::build_wheel(variant)?;
     let python = venv_with(
         &python_root()?.join(variant.name).join("mlx-lm-venv"),
         &[REQUIREMENTS],
@@ -154,7 +154,7 @@ pub(crate) fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -
         ));
     };
     let path = Path::new(path);
-    let wheels = crate::python::build_wheel(variant)?;
+    let wheels = crate::python_env::build_wheel(variant)?;
     let want = crate::install_paths::libmlx_in_wheel(
         mlx_patched::Env::process().python().as_ref(),
         &wheels.library,
@@ -186,7 +186,7 @@ fn pytest(variant: Variant, python: &Path, root: &Path, results: &Path) -> Resul
         .current_dir(root)
         .var(
             mlx_patched::other_vars::TMPDIR,
-            crate::python::kernel_tmp(variant, false)?,
+            crate::python_env::kernel_tmp(variant, false)?,
         )
         .var(
             mlx_patched::other_vars::PYTHONPATH,
@@ -384,7 +384,7 @@ fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<Reco
         .args(args)
         .var(
             mlx_patched::other_vars::TMPDIR,
-            crate::python::kernel_tmp(variant, false)?,
+            crate::python_env::kernel_tmp(variant, false)?,
         )
         .output()
         .map_err(|e| e.to_string())?;
@@ -439,7 +439,7 @@ pub fn user_install_args(version: &str) -> Vec<String> {
 /// fork's own `cpu` extra, the fork's `mlx-cpu`, so it must add no MLX.
 fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let (version, _) = mlx_lm_requirement()?;
-    let wheels = crate::python::build_wheel(Variant::PATCHED)?;
+    let wheels = crate::python_env::build_wheel(Variant::PATCHED)?;
     let venv = python_root()?.join("mlx-lm-user-venv");
     let _ = std::fs::remove_dir_all(&venv);
     let python = venv_with(&venv, &[], &[])?;
@@ -533,7 +533,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
     // The wheels one at a time (they share the build environment), then the
     // two environments side by side.
     for v in variants {
-        crate::python::build_wheel(v)?;
+        crate::python_env::build_wheel(v)?;
     }
     eprintln!("mlx-lm: the pristine and patched environments, side by side (the fork's wheel, then {REQUIREMENTS})");
     let mut envs = Vec::new();

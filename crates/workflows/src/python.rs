@@ -1,290 +1,18 @@
-//! The fork as a Python package.
-//!
-//! * `cargo xtask python <variant>`: MLX's Python bindings built from the
-//!   variant's tree against its library, packaged as a wheel and installed
-//!   into a virtual environment under the target directory; prints that
-//!   environment's `python` (a stable interface, like `prefix`).
-//! * `cargo xtask wheel`: the installable `mlx` and `mlx-cpu` wheels of the
-//!   patched variant (`crate::wheel`); prints their paths, one per line.
-//! * `cargo xtask python-check`: the report's script verbatim, the ablation
-//!   and the second-shape note in Python, and MLX's Python suite, on both.
+//! `cargo xtask python-check`: the report's script verbatim, the ablation
+//! and the second-shape note in Python, and MLX's Python suite, on both
+//! variants; the install paths of the wheels (`crate::install_paths`).
 
-use crate::workspace::{run, target_dir, workspace_root, Result};
+use crate::python_env::{
+    build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
+};
+use crate::workspace::{workspace_root, Result};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
-use mlx_patched::{Artifacts, Env, PythonTarget, Variant};
-use sha2::{Digest, Sha256};
+use mlx_patched::Variant;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// The build tools, pinned by hash: nanobind at the release MLX's CMake
-/// fetches (its sources are compiled into the extension), and wheel.
-const BUILD_REQUIREMENTS: &str = "mlx-patched/python/requirements-build.txt";
-/// What MLX's Python suite needs besides mlx.
-const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
-
-pub(crate) fn python_root() -> Result<PathBuf> {
-    Ok(target_dir()?.join("python"))
-}
-
-fn venv_python(venv: &Path) -> PathBuf {
-    venv.join("bin/python")
-}
-
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
-}
-
-/// A virtual environment at `venv` with `requirements` installed (once per
-/// content of the requirements and of `extra`).
-pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
-    let python = venv_python(venv);
-    if !python.is_file() {
-        let base = Env::process().python();
-        let out = Command::new(&base)
-            .args(["-m", "venv"])
-            .arg(venv)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", base.to_string_lossy()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cannot create a virtual environment with {}: {}\n(Debian/Ubuntu: apt-get install python3-venv python3-dev)",
-                base.to_string_lossy(),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-    let mut key = mlx_patched::Fingerprint::new("venv 1");
-    for r in requirements {
-        key.file(&workspace_root().join(r))
-            .map_err(|e| e.to_string())?;
-    }
-    for e in extra {
-        key.file(e).map_err(|e| e.to_string())?;
-    }
-    let stamp = venv.join("installed.sha256");
-    let key = key.finish();
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
-        return Ok(python);
-    }
-    for r in requirements {
-        let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(workspace_root().join(r));
-        run(&mut pip)?;
-    }
-    if !extra.is_empty() {
-        let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--force-reinstall",
-            "--no-deps",
-        ])
-        .args(extra);
-        run(&mut pip)?;
-    }
-    std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
-    Ok(python)
-}
-
-/// The nanobind release a tree's CMakeLists.txt fetches (`GIT_TAG v2.15.0`
-/// in its `FetchContent_Declare(nanobind ...)`), without the `v`.
-fn nanobind_of_tree(cmake_lists: &str) -> Option<String> {
-    let decl = cmake_lists
-        .split("FetchContent_Declare(")
-        .find(|d| d.trim_start().starts_with("nanobind"))?;
-    let decl = &decl[..decl.find(')').unwrap_or(decl.len())];
-    let mut words = decl.split_whitespace();
-    words.find(|w| *w == "GIT_TAG")?;
-    Some(words.next()?.trim_start_matches('v').to_string())
-}
-
-/// The nanobind version the build requirements pin (`nanobind==X`).
-fn nanobind_pinned(requirements: &str) -> Option<String> {
-    requirements
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("nanobind=="))
-        .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
-}
-
-/// The extension compiles nanobind's sources in: building a tree with
-/// another nanobind than the one it declares fails late and obscurely (a
-/// rebase onto MLX 0.32.4 meets `no member named 'freeze'`), so say which
-/// pin to move instead.
-fn check_nanobind(mlx: &Artifacts) -> Result<()> {
-    let lists = mlx.source_dir.join("CMakeLists.txt");
-    let tree = std::fs::read_to_string(&lists).map_err(|e| format!("{}: {e}", lists.display()))?;
-    let reqs = workspace_root().join(BUILD_REQUIREMENTS);
-    let pinned = std::fs::read_to_string(&reqs).map_err(|e| format!("{}: {e}", reqs.display()))?;
-    match (nanobind_of_tree(&tree), nanobind_pinned(&pinned)) {
-        (Some(want), Some(have)) if want == have => Ok(()),
-        (Some(want), Some(have)) => Err(format!(
-            "{} fetches nanobind {want}, but {BUILD_REQUIREMENTS} pins nanobind=={have}: pin nanobind=={want} there, with its hash, to build this tree's Python bindings",
-            lists.display()
-        )),
-        (None, _) => Err(format!("{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need", lists.display())),
-        (_, None) => Err(format!("{BUILD_REQUIREMENTS} pins no nanobind")),
-    }
-}
-
-/// The interpreter and nanobind the extensions are built with.
-pub(crate) fn build_target() -> Result<PythonTarget> {
-    let python = venv_with(
-        &python_root()?.join("build-venv"),
-        &[BUILD_REQUIREMENTS],
-        &[],
-    )?;
-    let out = Command::new(&python)
-        .args(["-m", "nanobind", "--cmake_dir"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "nanobind is not usable in {}: {}",
-            python.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(PythonTarget {
-        python,
-        nanobind_cmake_dir: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()),
-    })
-}
-
-/// Both wheels of `variant`, built once per process: their bytes depend
-/// only on the variant's build, which one process does not change.
-pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
-    use std::sync::Mutex;
-    static BUILT: Mutex<Vec<(&'static str, crate::wheel::Wheels)>> = Mutex::new(Vec::new());
-    if let Some((_, w)) = BUILT
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(n, _)| *n == variant.name)
-    {
-        if w.files().iter().all(|f| f.is_file()) {
-            return Ok(w.clone());
-        }
-    }
-    let wheels = rebuild_wheel(variant)?;
-    let mut built = BUILT.lock().unwrap();
-    built.retain(|(n, _)| *n != variant.name);
-    built.push((variant.name, wheels.clone()));
-    Ok(wheels)
-}
-
-/// Builds both wheels of `variant` (bindings, package, library) again.
-pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
-    let opts = crate::workspace::options()?;
-    let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
-    check_nanobind(&mlx)?;
-    let target = build_target()?;
-    let bindings = mlx_patched::build_bindings(&mlx, &target, &opts).map_err(|e| e.to_string())?;
-    let dir = python_root()?.join(variant.name);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let _lock = mlx_patched::lock_file(&dir.join("wheel.lock")).map_err(|e| e.to_string())?;
-    crate::wheel::pack_wheels(variant, &mlx, &bindings, &target, &dir)
-}
-
-/// A virtual environment whose `import mlx.core` is `variant`; its python.
-pub fn python_for(variant: Variant) -> Result<PathBuf> {
-    let wheels = build_wheel(variant)?;
-    venv_with(
-        &python_root()?.join(variant.name).join("venv"),
-        &[TEST_REQUIREMENTS],
-        &wheels.files(),
-    )
-}
-
-pub fn python_cmd(variant: Variant) -> Result<()> {
-    crate::deps::install()?;
-    if variant.base.is_some() {
-        return Err(format!(
-            "{variant} is built on another variant's build and has no Python bindings of its own"
-        ));
-    }
-    println!("{}", python_for(variant)?.display());
-    Ok(())
-}
-
-pub fn wheel_cmd() -> Result<()> {
-    crate::deps::install()?;
-    let wheels = build_wheel(Variant::PATCHED)?;
-    for w in wheels.files() {
-        println!("{}", w.display());
-    }
-    Ok(())
-}
-
-/// The report's script: the lines of the report from `import gc` to the
-/// first `print(cycle`, byte for byte. A copy is kept in tests/python so the
-/// check runs without the report at hand; its identity is this hash.
-const REPORT_SCRIPT_SHA256: &str =
-    "ee771158477c94bb78d65ae631903549e30cedb49b39ecec6c4e898679646856";
-
-fn extract_script(report: &str) -> Option<String> {
-    let lines: Vec<&str> = report.split('\n').collect();
-    let start = lines.iter().position(|l| *l == "import gc")?;
-    let end = start
-        + lines[start..]
-            .iter()
-            .position(|l| l.trim_start().starts_with("print(cycle"))?;
-    Some(lines[start..=end].join("\n") + "\n")
-}
-
-/// The script to run, with a statement of where its identity comes from.
-pub(crate) fn report_script() -> Result<(PathBuf, String)> {
-    let copy = workspace_root().join("tests/python/report.py");
-    let bytes = std::fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
-    if sha256_hex(&bytes) != REPORT_SCRIPT_SHA256 {
-        return Err(format!(
-            "{} is not the report's script: its sha256 is {}, expected {REPORT_SCRIPT_SHA256}",
-            copy.display(),
-            sha256_hex(&bytes)
-        ));
-    }
-    let seeds = workspace_root().join("../shared/seeds");
-    let from_report = std::fs::read_dir(&seeds)
-        .ok()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find_map(|p| {
-            let text = std::fs::read_to_string(&p).ok()?;
-            text.contains("Memory leak when compiled function contains multi-output op")
-                .then(|| (p, extract_script(&text)))
-        });
-    let note = match from_report {
-        Some((path, Some(script))) if script.as_bytes() == bytes.as_slice() => {
-            format!("byte-identical to the script in {}", path.display())
-        }
-        Some((path, _)) => {
-            return Err(format!(
-                "tests/python/report.py differs from the script in {}",
-                path.display()
-            ))
-        }
-        None => format!(
-            "the report is not at {}; the copy's sha256 is the recorded {}",
-            seeds.display(),
-            &REPORT_SCRIPT_SHA256[..16]
-        ),
-    };
-    Ok((copy, note))
-}
 
 /// The `cycle` records a script printed.
 fn records(stdout: &str) -> Vec<Record> {
@@ -292,25 +20,6 @@ fn records(stdout: &str) -> Vec<Record> {
         .into_iter()
         .filter(|r| r.kind == "cycle")
         .collect()
-}
-
-pub(crate) fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new(python)
-        .arg(script)
-        .args(args)
-        .current_dir(script.parent().unwrap())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} {} {args:?} failed ({}):\n{}",
-            python.display(),
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// MLX's Python suite on one interpreter: outcome and detail per test id.
@@ -513,19 +222,6 @@ const FLAKY_REPEATS: u32 = 1000;
 fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
     let spread = 3.0 * ((on_patched + on_pristine) as f64).sqrt() + 3.0;
     on_pristine == 0 || on_patched as f64 > on_pristine as f64 + spread
-}
-
-/// The `TMPDIR` of the runs of MLX's and mlx-lm's suites on `variant`,
-/// which holds MLX's kernel cache: one per variant, so that two variants can
-/// run at once. `empty`: start from an empty cache (MLX's suite does; mlx-lm's
-/// then uses the kernels built or copied there).
-pub(crate) fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
-    let dir = python_root()?.join(variant.name).join("mlx-tmp");
-    if empty {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
 }
 
 /// `cargo xtask python-check`; returns (checks passed, failures) and adds
@@ -961,25 +657,6 @@ pub fn check_cmd() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_tree_s_nanobind_is_read_from_its_fetch_declaration() {
-        let lists = "FetchContent_Declare(\n    fmt\n    GIT_TAG 10.2.1)\nFetchContent_Declare(\n    nanobind\n    GIT_REPOSITORY x\n    GIT_TAG v3.1.0\n    GIT_SHALLOW TRUE)\n";
-        assert_eq!(super::nanobind_of_tree(lists).as_deref(), Some("3.1.0"));
-        assert_eq!(
-            super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"),
-            None
-        );
-        let pins = std::fs::read_to_string(
-            crate::workspace::workspace_root().join(super::BUILD_REQUIREMENTS),
-        )
-        .unwrap();
-        let pinned = super::nanobind_pinned(&pins).expect("the build requirements pin nanobind");
-        assert!(
-            pinned.chars().next().is_some_and(|c| c.is_ascii_digit()),
-            "{pinned}"
-        );
-    }
-
     use super::*;
 
     /// The runner on a small suite of its own: a pass, a failure, a test
@@ -1016,7 +693,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let python = Env::process().python();
+        let python = mlx_patched::Env::process().python();
         let python = Path::new(&python);
         let log = dir.join("log");
         let results = mlx_suite(python, &dir, &log, &dir).unwrap();

@@ -21,7 +21,7 @@
 //!
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
-use crate::upstream::git;
+use crate::workspace::git;
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
@@ -67,41 +67,6 @@ fn parse(r: RebaseArgs) -> Result<Args> {
         apply: r.apply,
         suite: !r.no_suite,
     })
-}
-
-/// The target tree: a directory, or upstream's tree recovered from a
-/// carrier version (its own patches reversed, as for the pin).
-pub(crate) fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
-    let dir = Path::new(to);
-    if dir.is_dir() {
-        return mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string());
-    }
-    if !to.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!(
-            "`{to}` is neither a directory nor a version of {}",
-            pin::CARRIER_CRATE
-        ));
-    }
-    let probe = work.join("carrier");
-    std::fs::create_dir_all(probe.join("src")).map_err(|e| e.to_string())?;
-    std::fs::write(probe.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"rebase-probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n\n\
-             [target.'cfg(any())'.dependencies]\n{} = \"={to}\"\n",
-            pin::CARRIER_CRATE
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let package = mlx_patched::carrier_dir(
-        &mlx_patched::Env::process().cargo(),
-        &probe.join("Cargo.toml"),
-        to,
-    )
-    .map_err(|e| e.to_string())?;
-    mlx_patched::recover_upstream(&package, to, &work.join("upstream-tree"), None)
-        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, PartialEq)]
@@ -213,8 +178,7 @@ fn replay(
     let mut applied = Vec::new();
     for (file, commit) in series.iter().zip(&commits) {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
-        let clean = Command::new("git")
-            .current_dir(repo)
+        let clean = mlx_patched::git::command(repo)
             .args(["apply", "--check"])
             .arg(file)
             .output()
@@ -483,7 +447,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
     let mut report = String::new();
 
-    let target = target_tree(&a.to, &work)?;
+    let target = crate::trees::target_tree(&a.to, &work)?;
     let tree = target.dir.clone();
     let tree_id = target.tree_id.clone();
     let carrier_version = match &target.origin {

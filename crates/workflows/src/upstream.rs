@@ -1,40 +1,8 @@
 //! Each fix of the series as its own upstream pull request.
 
-use crate::workspace::{target_dir, Result};
-use mlx_patched::CommandVars;
+use crate::workspace::{git, target_dir, Result};
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .var(
-            mlx_patched::other_vars::GIT_CEILING_DIRECTORIES,
-            dir.parent().unwrap_or(dir),
-        )
-        .args([
-            "-c",
-            "user.name=mlx-fork",
-            "-c",
-            "user.email=mlx-fork@localhost",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed in {}:\n{}{}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
 
 /// Stages each fix of the series as its own pull request: a maintainer
 /// takes one fix at a time, so each must apply alone. For every fix,
@@ -109,7 +77,7 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
             let work = target_dir()?
                 .join("upstream-pr-work")
                 .join(to.replace('/', "_"));
-            let upstream = crate::rebase::target_tree(&to, &work)?;
+            let upstream = crate::trees::target_tree(&to, &work)?;
             let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
             let dir = root.join(format!("v{version}"));
             let _ = std::fs::remove_dir_all(&dir);

@@ -104,3 +104,8 @@ pub fn variant(name: &str) -> Result<Variant> {
 pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
     mlx_patched::Sanitizer::parse(name).map_err(|e| e.to_string())
 }
+
+/// `git <args>` in `dir`, confined to it (`mlx_patched::git`).
+pub fn git(dir: &std::path::Path, args: &[&str]) -> Result<String> {
+    mlx_patched::git::git(dir, args).map_err(|e| e.to_string())
+}

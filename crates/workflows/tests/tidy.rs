@@ -10,7 +10,8 @@
 //!   copyright notice (ours carry none; MLX's, mlx-c's, mlx-lm's, mlx-audio's
 //!   and nanobind's all do), and no tracked file has the bytes of a file of
 //!   the upstream MLX tree the build uses;
-//! * every generated page is what its generator writes now.
+//! * every generated page is what its generator writes now;
+//! * no module imports one that imports it back, in any crate.
 
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -369,6 +370,119 @@ fn shared_blobs(
 
 // ---- the tests ----
 
+// ---- module cycles ----
+
+/// A crate's top-level modules (`src/<m>.rs`, `src/<m>/…`) and the ones
+/// each refers to through `crate::`. The crate root is not a node: it
+/// declares and re-exports, and a name it re-exports (`pub use m::{…}`)
+/// counts as a reference to `m`.
+fn module_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let module_of = |path: &str| -> Option<String> {
+        let (_, rest) = path.split_once("src/")?;
+        let first = rest.split('/').next()?;
+        let m = first.trim_end_matches(".rs");
+        (m != "lib" && m != "main").then(|| m.to_string())
+    };
+    let modules: BTreeSet<String> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
+    // Names the root re-exports, by the module they come from.
+    let mut reexported: BTreeMap<String, String> = BTreeMap::new();
+    for (p, text) in files {
+        if module_of(p).is_none() {
+            for line in text.lines() {
+                let Some(rest) = line.trim().strip_prefix("pub use ") else {
+                    continue;
+                };
+                let Some((m, names)) = rest.split_once("::") else {
+                    continue;
+                };
+                for n in names.split([',', '{', '}', ';', ' ', '\n']) {
+                    if !n.is_empty() {
+                        reexported.insert(n.to_string(), m.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (p, text) in files {
+        let Some(from) = module_of(p) else { continue };
+        let edges = graph.entry(from.clone()).or_default();
+        let mut refer = |name: &str| {
+            let to = if modules.contains(name) {
+                Some(name.to_string())
+            } else {
+                reexported.get(name).cloned()
+            };
+            if let Some(to) = to.filter(|t| *t != from) {
+                edges.insert(to);
+            }
+        };
+        for (i, _) in text.match_indices("crate::") {
+            let after = &text[i + "crate::".len()..];
+            if after.starts_with('{') {
+                let group = &after[1..after.find('}').unwrap_or(after.len())];
+                for item in group.split(',') {
+                    let head = item.trim().split("::").next().unwrap_or("");
+                    refer(head);
+                }
+            } else {
+                let head: String = after
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                refer(&head);
+            }
+        }
+    }
+    graph
+}
+
+/// Each pair of modules that import each other, directly or through others.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let reaches = |from: &str, to: &str| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_string()];
+        while let Some(m) = stack.pop() {
+            for n in graph.get(&m).into_iter().flatten() {
+                if n == to {
+                    return true;
+                }
+                if seen.insert(n.clone()) {
+                    stack.push(n.clone());
+                }
+            }
+        }
+        false
+    };
+    let mut found = Vec::new();
+    for (m, edges) in graph {
+        for n in edges {
+            if m < n && reaches(n, m) {
+                found.push(format!("{m} imports {n}, and {n} imports {m} back"));
+            }
+        }
+    }
+    found
+}
+
+/// Each crate's files, by the directory holding its `src/`.
+fn crates(files: &[(String, String)]) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut by_crate: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (p, text) in files {
+        if !p.ends_with(".rs") {
+            continue;
+        }
+        let Some(i) = p.find("src/").filter(|&i| i == 0 || p[..i].ends_with('/')) else {
+            continue;
+        };
+        by_crate
+            .entry(p[..i].to_string())
+            .or_default()
+            .push((p[i..].to_string(), text.clone()));
+    }
+    by_crate
+}
+
 fn report(what: &str, violations: Vec<String>) {
     assert!(violations.is_empty(), "{what}:\n{}", violations.join("\n"));
 }
@@ -563,4 +677,47 @@ fn the_upstream_rules_reject_a_notice_and_shared_bytes() {
         shared_blobs(&ours, &theirs),
         ["src/copied.h has the bytes of upstream's mlx/array.h"]
     );
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let files = tracked();
+    let mut violations = Vec::new();
+    for (krate, files) in crates(&files) {
+        for c in cycles(&module_graph(&files)) {
+            violations.push(format!(
+                "{}: {c}",
+                if krate.is_empty() { "." } else { &krate }
+            ));
+        }
+    }
+    report("import cycles", violations);
+}
+
+#[test]
+fn the_cycle_rule_finds_a_cycle_through_a_third_module_and_a_reexport() {
+    let file = |p: &str, t: &str| (p.to_string(), t.to_string());
+    let three = [
+        file("src/a.rs", "use crate::b::f;"),
+        file("src/b.rs", "fn g() { crate::c::h() }"),
+        file("src/c/mod.rs", "use crate::{a::x, Error};"),
+        file("src/lib.rs", "mod a; mod b; mod c;"),
+    ];
+    assert_eq!(
+        cycles(&module_graph(&three)).len(),
+        2,
+        "a-b and a-c, both through c"
+    );
+    let reexport = [
+        file("src/a.rs", "pub struct Error; fn f() { crate::b::g() }"),
+        file("src/b.rs", "fn g() -> crate::Error { todo!() }"),
+        file("src/lib.rs", "mod a; mod b;\npub use a::{Error};"),
+    ];
+    assert_eq!(cycles(&module_graph(&reexport)).len(), 1);
+    let layered = [
+        file("src/a.rs", "use crate::b::f;"),
+        file("src/b.rs", "use crate::Error;"),
+        file("src/lib.rs", "pub struct Error;"),
+    ];
+    assert!(cycles(&module_graph(&layered)).is_empty());
 }

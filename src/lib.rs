@@ -4,9 +4,9 @@
 //! table `cargo xtask test` prints. The tests are in `tests/` (see
 //! `tests/README.md`).
 
+use mlx_expectations::report::Row;
 use mlx_patched::CommandVars;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
@@ -406,25 +406,21 @@ pub fn bit_identical(runs: &[ProbeRun]) -> bool {
 /// the scenario, bytes retained per cycle on each variant, and whether all
 /// variants computed the same bits.
 pub fn report(scenario: &str, runs: &[ProbeRun]) {
-    let cells: Vec<String> = runs
+    let cells: Vec<(String, f64)> = runs
         .iter()
-        .map(|r| format!("{}={}", r.variant.name, r.mean_retained()))
+        .map(|r| (r.variant.name.to_string(), r.mean_retained() as f64))
         .collect();
-    report_row(scenario, &cells, bit_identical(runs));
+    report_row(scenario, cells, bit_identical(runs));
 }
 
-/// A row from figures computed by the test: `cells` are `<variant>=<bytes per cycle>`.
-pub fn report_row(scenario: &str, cells: &[String], bit_identical: bool) {
-    report_line(&format!(
-        "{scenario}\t{}\tbit-identical={}\n",
-        cells.join("\t"),
-        if bit_identical { "yes" } else { "no" }
-    ));
+/// A row from figures computed by the test: bytes per cycle by variant.
+pub fn report_row(scenario: &str, cells: Vec<(String, f64)>, bit_identical: bool) {
+    report_rows(&[Row::retained(scenario, cells, bit_identical)]);
 }
 
 /// Appends a free-form line (a measurement that is not a leak row).
 pub fn report_note(note: &str) {
-    report_line(&format!("note\t{note}\n"));
+    report_rows(&[Row::note(note)]);
 }
 
 /// Records, beside the table, what each program of the fuzz slice came to
@@ -437,7 +433,8 @@ pub fn report_results(
     let Some(path) = mlx_patched::Env::process().report_file() else {
         return;
     };
-    let file = path.with_file_name(format!("fuzz-slice-{variant}.json"));
+    let dir = path.parent().expect("the report file is in a directory");
+    let file = mlx_expectations::report::fuzz_slice(dir, variant);
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).expect("create the report directory");
     }
@@ -451,19 +448,11 @@ pub fn report_results(
 /// Appends to the table of the `cargo xtask test` run in progress
 /// (`MLX_FORK_REPORT_FILE`); a plain `cargo test` writes nothing, so the
 /// table never mixes runs or outlives the tree it measured.
-fn report_line(line: &str) {
+pub fn report_rows(rows: &[Row]) {
     let Some(path) = mlx_patched::Env::process().report_file() else {
         return;
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).expect("create the report directory");
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .expect("open the report");
-    f.write_all(line.as_bytes()).expect("write the report");
+    mlx_expectations::report::append(&path, rows).expect("write the report");
 }
 
 #[cfg(test)]

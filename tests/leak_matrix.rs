@@ -171,15 +171,12 @@ fn two_threads_build_compile_run_drop_concurrently() {
         "threads computed different bits across variants: {digests:?}"
     );
     // Per model: 100 models were built and dropped.
-    let row: Vec<String> = runs
+    let row: Vec<(String, f64)> = runs
         .iter()
         .map(|r| {
-            format!(
-                "{}={}",
-                r.variant.name,
-                r.one("threaded").int("retained_bytes") / 100
-            )
+            let retained = r.one("threaded").int("retained_bytes") / 100;
+            (r.variant.name.to_string(), retained as f64)
         })
         .collect();
-    mlx_fork::report_row("2 threads x 50 cycles (4 MiB weights)", &row, true);
+    mlx_fork::report_row("2 threads x 50 cycles (4 MiB weights)", row, true);
 }

@@ -53,7 +53,7 @@ fn report_scenario_still_leaks_on_wrong_fixes() {
         let run = run_probe(v, |v| v.leak_scenario, &args);
         digests.push(run.digest());
         let retained = run.retained();
-        cells.push(format!("{}={}", v.name, run.mean_retained()));
+        cells.push((v.name.to_string(), run.mean_retained() as f64));
         if v.expect == Expect::Wrong {
             let bound = Cell::REPORT.bound(Expect::Wrong);
             assert!(bound.admits_all(&retained), "{}: a wrong fix must still leak {bound} every cycle, as the control does, retained {retained:?}", v.name);
@@ -62,7 +62,7 @@ fn report_scenario_still_leaks_on_wrong_fixes() {
     if !wrong.is_empty() {
         report_row(
             "rejected fix: the report's scenario, 3 cycles",
-            &cells,
+            cells,
             digests.windows(2).all(|w| w[0] == w[1]),
         );
     }

@@ -46,6 +46,7 @@ variables! {
     MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",
     MLX_SYS_PREFIX: "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`",
     MLX_FORK_UPSTREAM_FIXED: "every check expects every variant, the control too, to be leak-free, and no rejected fix is built (`cargo xtask rebase` sets it for an upstream that fixed the leak)",
+    MLX_FORK_SLOW_CHECKS: "`1`: run the suite's slow checks (the Python package, mlx-rs, mlx-lm, provenance, the sanitizer records, the upstream stagings, the fuzz differential); `cargo xtask test` sets it, and `MLX_FORK_SLOW_CHECKS=1 cargo test --test <check>` reruns one. Unset, each says it was skipped",
     MLX_FORK_REPORT_FILE: "where the suite's tests append the rows of the summary table (`cargo xtask test` sets it for the run it reports; unset, nothing is written)",
     CC: "C compiler CMake uses for MLX (part of the cache key; a change configures the build afresh)",
     CXX: "C++ compiler CMake uses for MLX and the probe programs are built with (default `c++`; part of the cache key; a change configures the build afresh)",
@@ -360,6 +361,11 @@ impl Env {
     /// test` run. Unset, tests write no rows, so no table can go stale.
     pub fn report_file(&self) -> Option<PathBuf> {
         self.read(MLX_FORK_REPORT_FILE).map(PathBuf::from)
+    }
+
+    /// `MLX_FORK_SLOW_CHECKS=1`: the slow checks run (`cargo xtask test`).
+    pub fn slow_checks(&self) -> bool {
+        self.read(MLX_FORK_SLOW_CHECKS).is_some_and(|v| v == "1")
     }
 
     /// `CC`, as CMake will see it (None: CMake's own choice, `cc`).

@@ -6,6 +6,7 @@
 //! `mlx_patched::Expectations`.
 
 pub mod record;
+pub mod report;
 
 use mlx_patched::{Expect, Expectations, Variant};
 use std::fmt;

@@ -444,13 +444,25 @@ fn differential(budget: Budget) -> Result<()> {
     Ok(())
 }
 
+/// The differential over the slice of this run (`tests/fuzz_differential.rs`):
+/// one claim, failed with the programs that differ.
+pub fn check_differential(report: &std::path::Path) -> crate::workspace::Tally {
+    let mut t = crate::workspace::Tally::new();
+    let result = slice_differential(report);
+    if let Ok(line) = &result {
+        println!("{line}");
+    }
+    t.check(result.is_ok(), || result.unwrap_err());
+    t
+}
+
 /// The suite's differential: what each program of the fuzz slice came to on
 /// patched and on pristine (recorded by `tests/fuzz.rs`'s `report_results`:
 /// its bits or its error's class) must agree wherever both variants ran it.
 pub fn slice_differential(report: &std::path::Path) -> Result<String> {
     type Results = std::collections::BTreeMap<u64, mlx_fuzz::oracle::RunResult>;
     let read = |v: &str| -> Result<Results> {
-        let file = report.join(format!("fuzz-slice-{v}.json"));
+        let file = mlx_expectations::report::fuzz_slice(report, v);
         let text = std::fs::read_to_string(&file).map_err(|e| {
             format!(
                 "the fuzz slice recorded no results on {v} ({}: {e})",

@@ -10,6 +10,7 @@
 use crate::python_env::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
 use crate::workspace::{workspace_root, Result, Tally};
+use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
 use mlx_patched::{pin, Expect, Variant};
@@ -137,7 +138,7 @@ struct Expected<'a> {
     verdict: Expect,
 }
 
-fn judge(t: &mut Tally, rows: &mut Vec<String>, python: &Path, want: &Expected) -> Result<()> {
+fn judge(t: &mut Tally, rows: &mut Vec<Row>, python: &Path, want: &Expected) -> Result<()> {
     let have = installed(python)?;
     let versions: Vec<Option<&String>> = ["mlx", "mlx-cpu"].iter().map(|n| have.get(*n)).collect();
     t.check(
@@ -167,7 +168,7 @@ fn judge(t: &mut Tally, rows: &mut Vec<String>, python: &Path, want: &Expected) 
     let bound = Cell::REPORT.bound(want.verdict);
     let line = format!("{}: report.py prints {mib:?} MiB retained", want.what);
     println!("{line}");
-    rows.push(format!("note\tPython install paths: {line}"));
+    rows.push(Row::note(format!("Python install paths: {line}")));
     t.check(
         mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
         || format!("{line}, expected {bound} every cycle"),
@@ -204,7 +205,7 @@ fn files(w: &[PathBuf]) -> Vec<String> {
 }
 
 /// The install, upgrade and removal paths; `rows` gets what they printed.
-pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
+pub fn check(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
     let fork = crate::python_env::build_wheel(Variant::PATCHED)?;
     let expectations = crate::workspace::expectations();
     let fork_lib = libmlx_in_wheel(
@@ -233,7 +234,7 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
             let line =
                 format!("the paths between upstream's wheels and the fork's: skipped: {why}");
             println!("{line}");
-            rows.push(format!("note\t{line}"));
+            rows.push(Row::note(format!("{line}")));
             return Ok(());
         }
     };
@@ -253,7 +254,7 @@ pub fn check(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
             pin::WHEEL_PYTHON
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
         return Ok(());
     }
     let official_dir = official[0].parent().unwrap().display().to_string();
@@ -347,7 +348,7 @@ fn uninstall_leaves_nothing(t: &mut Tally, python: &Path, what: &str) -> Result<
 /// then finds no attribute `sum` or `zeros` in `mlx.core`).
 pub fn type_check(
     t: &mut Tally,
-    rows: &mut Vec<String>,
+    rows: &mut Vec<Row>,
     python: &Path,
     wheels: &Wheels,
 ) -> Result<()> {
@@ -376,7 +377,7 @@ pub fn type_check(
         said.lines().last().unwrap_or("")
     );
     println!("{line}");
-    rows.push(format!("note\t{line}"));
+    rows.push(Row::note(format!("{line}")));
     t.check(ok, || format!("{line}\n{said}"));
     let wrong = python_root()?.join("ill_typed.py");
     std::fs::write(
@@ -402,7 +403,7 @@ pub fn type_check(
 /// Packs the variant's wheels once more and compares the bytes: the
 /// same build must give the same files, or every environment keyed by them
 /// reinstalls and no one can check a published wheel against its source.
-pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> Result<()> {
+pub fn reproducible(t: &mut Tally, rows: &mut Vec<Row>, variant: Variant) -> Result<()> {
     let first = crate::python_env::build_wheel(variant)?;
     let digests = |w: &Wheels| -> Result<Vec<String>> {
         w.files()
@@ -425,7 +426,7 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> 
             &b[..16]
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
         t.check(a == b, || line.clone());
     }
     Ok(())
@@ -438,7 +439,7 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<String>, variant: Variant) -> 
 /// stays `linux_*` (upstream's front end reads the same); its symbol
 /// versions' tag must be the name's, and libmlx its only outside library.
 /// Sizes and what was vendored are printed (Linux only).
-pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> Result<()> {
+pub fn platform_tags(t: &mut Tally, rows: &mut Vec<Row>, wheels: &Wheels) -> Result<()> {
     if !cfg!(target_os = "linux") {
         return Ok(());
     }
@@ -471,7 +472,7 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<String>, wheels: &Wheels) -> 
             size as f64 / 1048576.0
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
         let allowed: &[&str] = if frontend { &["libmlx.so"] } else { &[] };
         t.check(
             out.status.success()

@@ -6,6 +6,7 @@
 //! probes first, the workflows that combine them last.
 
 pub mod candidate;
+pub mod checks;
 pub mod demo;
 pub mod deps;
 pub mod docs;

@@ -14,6 +14,7 @@
 use crate::python_env::{python_root, sha256_hex, venv_with};
 use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::record::{parse_records, Record};
+use mlx_expectations::report::Row;
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
 use mlx_patched::CommandVars;
 use mlx_patched::Variant;
@@ -437,7 +438,7 @@ pub fn user_install_args(version: &str) -> Vec<String> {
 /// index. The fork's `mlx` and `mlx-cpu` must stay installed and its libmlx
 /// the one loaded. Then `mlx-lm[cpu]` as a dry run: its `mlx[cpu]` is the
 /// fork's own `cpu` extra, the fork's `mlx-cpu`, so it must add no MLX.
-fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
+fn user_path(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
     let (version, _) = mlx_lm_requirement()?;
     let wheels = crate::python_env::build_wheel(Variant::PATCHED)?;
     let venv = python_root()?.join("mlx-lm-user-venv");
@@ -516,7 +517,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
     let line =
         format!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
     println!("{line}");
-    rows.push(format!("note\t{line}"));
+    rows.push(Row::note(format!("{line}")));
     t.check(!would.iter().any(|n| n == "mlx" || n == "mlx-cpu"), || {
         line.clone()
     });
@@ -525,7 +526,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<String>) -> Result<()> {
 
 /// `cargo xtask mlx-lm-check`; returns (checks passed, failures) and adds
 /// rows to the suite's summary table.
-pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     compile_works()?;
     let expectations = crate::workspace::expectations();
     let mut t = Tally::new();
@@ -577,7 +578,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             deselected.1
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
         suites.push(suite);
     }
     let (pristine, patched) = (&suites[0], &suites[1]);
@@ -600,7 +601,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         let on_pristine = failures_alone(Variant::PRISTINE, &envs[0].1, &root, id, RERUNS)?;
         let line = format!("mlx-lm's {id}: alone, failed {on_patched} of {RERUNS} runs on patched and {on_pristine} of {RERUNS} on pristine");
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
         if regression(on_patched, on_pristine) {
             lost.push(id);
         }
@@ -705,22 +706,14 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 format!("{} on {}: {}", cell.name(), v.name, verdict.unwrap_err())
             });
             let all: Vec<i64> = runs.iter().flatten().copied().collect();
-            cols.push(format!(
-                "{}={}",
-                v.name,
-                all.iter().sum::<i64>() / all.len().max(1) as i64
-            ));
+            let mean = all.iter().sum::<i64>() / all.len().max(1) as i64;
+            cols.push((v.name.to_string(), mean as f64));
         }
         let same = digests.windows(2).all(|w| w[0] == w[1]) && !digests[0].is_empty();
         t.check(same, || {
             format!("{}: the variants computed different bits", cell.name())
         });
-        rows.push(format!(
-            "{}\t{}\tbit-identical={}",
-            cell.name(),
-            cols.join("\t"),
-            if same { "yes" } else { "no" }
-        ));
+        rows.push(Row::retained(cell.name(), cols, same));
     }
 
     // 3. The install path the README gives.
@@ -741,7 +734,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 r.value("max_abs_diff").unwrap_or("?")
             );
             println!("{line}");
-            rows.push(format!("note\t{line}"));
+            rows.push(Row::note(format!("{line}")));
             seen.push((
                 r.value("eager").unwrap_or("").to_string(),
                 r.value("compiled").unwrap_or("").to_string(),

@@ -12,6 +12,7 @@
 
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_expectations::record::parse_records;
+use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
 use mlx_patched::{vars, Artifacts, Env, Variant};
@@ -219,7 +220,7 @@ const CELLS: &[(Cell, &str)] = &[
 ];
 
 /// The proof: returns (checks passed, failures).
-fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     let mut failures = Vec::new();
     let mut passed = 0;
     let mut runs: BTreeMap<(&str, String), Run> = BTreeMap::new();
@@ -329,23 +330,16 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<String>) -> Result<(u
                 "mlx-rs {cell}: outputs differ across cycles or variants: {digests:?}"
             ));
         }
-        let cells: Vec<String> = variants
+        let cells: Vec<(String, f64)> = variants
             .iter()
             .filter_map(|(v, _)| {
                 runs.get(&(v.name, cell.clone())).map(|r| {
-                    format!(
-                        "{}={}",
-                        v.name,
-                        r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64
-                    )
+                    let mean = r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64;
+                    (v.name.to_string(), mean as f64)
                 })
             })
             .collect();
-        rows.push(format!(
-            "mlx-rs 0.33: {cell}\t{}\tbit-identical={}",
-            cells.join("\t"),
-            if same { "yes" } else { "no" }
-        ));
+        rows.push(Row::retained(format!("mlx-rs 0.33: {cell}"), cells, same));
     }
     let (patched, mlx) = variants
         .iter()
@@ -586,7 +580,7 @@ fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
     results.values().filter(|o| *o == outcome).count()
 }
 
-pub fn check(rows: &mut Vec<String>) -> Result<(u32, u32)> {
+pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
     let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED]
         .into_iter()
         .map(|v| prefix_of(v).map(|a| (v, a)))
@@ -694,8 +688,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, u32)> {
     } else {
         failures.push(format!("mlx-rs tests that pass on pristine but not on patched: {regressions:?}; failing only on patched: {only_patched:?}"));
     }
-    rows.push(format!(
-        "note\tmlx-rs 0.33.0's own tests: patched {} passed / {} failed / {} ignored; the control {}; {} fail on both",
+    rows.push(Row::note(format!("mlx-rs 0.33.0's own tests: patched {} passed / {} failed / {} ignored; the control {}; {} fail on both",
         count(&patched.results, "ok"),
         count(&patched.results, "FAILED"),
         count(&patched.results, "ignored"),
@@ -710,7 +703,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, u32)> {
             )
         },
         both.len()
-    ));
+    )));
     for f in &failures {
         println!("FAILED: {f}");
     }
@@ -726,7 +719,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, u32)> {
 /// Its build script reads `DEP_MLX_INCLUDE`, `DEP_MLX_DEFINES` and
 /// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
 /// build is shared through `MLX_PATCHED_BUILD_DIR`, as in the other checks.
-fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     let mut t = crate::workspace::Tally::new();
     let target = target_dir()?.join("mlx-sys-dependent");
     let copy = vendored_copy(
@@ -763,10 +756,10 @@ fn dependent(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
         direct.status,
         said.trim().replace('\n', "; ")
     );
-    rows.push(format!(
-        "note\tmlx-sys dependent, run directly: {}",
+    rows.push(Row::note(format!(
+        "mlx-sys dependent, run directly: {}",
         said.trim().replace('\n', "; ")
-    ));
+    )));
     t.check(
         direct.status.success() && said.contains("twice(1.5) = 3\n"),
         || {

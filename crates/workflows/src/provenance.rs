@@ -328,23 +328,36 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
 
 /// `cargo xtask provenance`: the check for the pinned tree.
 pub fn run() -> Result<()> {
+    let t = check_tree()?;
+    match t.failures.first() {
+        Some(f) => Err(f.clone()),
+        None => Ok(()),
+    }
+}
+
+/// The check of the tree the build uses against the official wheels of
+/// the release it declares (`tests/provenance.rs`): one claim, or none
+/// when pip cannot reach the index (said).
+pub fn check_tree() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
     let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
+    let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
     let dir = crate::workspace::target_dir()?
         .join("provenance")
-        .join(pin::UPSTREAM_VERSION);
-    match check(pin::UPSTREAM_VERSION, &upstream.dir, true, &dir)? {
+        .join(&version);
+    let mut t = crate::workspace::Tally::new();
+    match check(&version, &upstream.dir, pinned, &dir)? {
         Outcome::Skipped(why) => println!("provenance: skipped: {why}"),
         Outcome::Checked(f) => {
             println!("provenance: {}", f.summary());
-            if !f.identical() {
-                return Err(format!(
-                    "the pinned tree {} is not the official MLX {} release in the files above",
-                    upstream.tree_id,
-                    pin::UPSTREAM_VERSION
-                ));
-            }
+            t.check(f.identical(), || {
+                format!(
+                    "the tree {} is not the official MLX {version} release in the files above",
+                    upstream.tree_id
+                )
+            });
         }
     }
-    Ok(())
+    Ok(t)
 }

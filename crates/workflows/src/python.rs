@@ -7,6 +7,7 @@ use crate::python_env::{
 };
 use crate::workspace::{workspace_root, Result};
 use mlx_expectations::record::{parse_records, Record};
+use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
 use mlx_patched::Variant;
@@ -226,7 +227,7 @@ fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
 
 /// `cargo xtask python-check`; returns (checks passed, failures) and adds
 /// rows to the suite's summary table.
-pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
+pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     let mut passed = 0;
     let mut failures = Vec::new();
     let mut expect = |ok: bool, what: String, passed: &mut u32| {
@@ -260,10 +261,10 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             ),
             &mut passed,
         );
-        rows.push(format!(
-            "note\tPython, the report's script verbatim on {}: {mib:?} MiB retained",
+        rows.push(Row::note(format!(
+            "Python, the report's script verbatim on {}: {mib:?} MiB retained",
             v.name
-        ));
+        )));
     }
 
     // The wheels as users install, replace and remove them, and their stubs.
@@ -320,11 +321,8 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 ),
                 &mut passed,
             );
-            cols.push(format!(
-                "{}={}",
-                v.name,
-                retained.iter().sum::<i64>() / retained.len().max(1) as i64
-            ));
+            let mean = retained.iter().sum::<i64>() / retained.len().max(1) as i64;
+            cols.push((v.name.to_string(), mean as f64));
         }
         // Every variant printed digests, and all of them agree.
         let same = every_variant_digested && digests.windows(2).all(|w| w[0] == w[1]);
@@ -356,11 +354,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 &mut passed,
             );
         }
-        rows.push(format!(
-            "Python: {cell}\t{}\tbit-identical={}",
-            cols.join("\t"),
-            if same { "yes" } else { "no" }
-        ));
+        rows.push(Row::retained(format!("Python: {cell}"), cols, same));
     }
 
     // 3. The report's side note: a second compiled shape.
@@ -390,7 +384,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 *retained.first().unwrap_or(&0) as f64 / 1048576.0
             );
             println!("{note}");
-            rows.push(format!("note\t{note}"));
+            rows.push(Row::note(format!("{note}")));
             let want_traces: i64 = shapes.parse().unwrap();
             expect(
                 !traces.is_empty() && traces.iter().all(|&t| t == want_traces),
@@ -528,7 +522,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             count(r, "xfail")
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
     }
     for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
         let line = format!(
@@ -536,7 +530,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
             flaky(r)
         );
         println!("{line}");
-        rows.push(format!("note\t{line}"));
+        rows.push(Row::note(format!("{line}")));
     }
     let (pristine, patched) = (
         &suites[Variant::PRISTINE.name],
@@ -602,7 +596,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 said(q)
             );
             println!("{line}");
-            rows.push(format!("note\tMLX's Python suite: {line}"));
+            rows.push(Row::note(format!("MLX's Python suite: {line}")));
             if flaky_regression(p.failures, q.failures) {
                 only_patched.push(id.to_string());
             }
@@ -636,7 +630,7 @@ pub fn check(rows: &mut Vec<String>) -> Result<(u32, Vec<String>)> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        rows.push(format!("note\tMLX's Python suite, {line}"));
+        rows.push(Row::note(format!("MLX's Python suite, {line}")));
     }
     Ok((passed, failures))
 }

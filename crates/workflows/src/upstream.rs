@@ -19,6 +19,23 @@ use std::path::{Path, PathBuf};
 /// (`patches/v<version>/`) is staged in its place; a fix that no longer
 /// applies there is listed, not staged: whether upstream still needs it is
 /// `rebase`'s verdict.
+/// The series stays ready for upstream (`tests/upstream_pr.rs`): each fix
+/// applies alone with `git am` onto a clean tree of the pin, staged for
+/// review. An empty series (a rebase onto a fixed upstream) has nothing to
+/// send: no claim.
+pub fn check() -> Result<crate::workspace::Tally> {
+    let opts = crate::workspace::options()?;
+    let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let mut t = crate::workspace::Tally::new();
+    if series.is_empty() {
+        println!("the series is empty: nothing to send upstream");
+        return Ok(t);
+    }
+    let staged = upstream_pr(UpstreamPrArgs::default());
+    t.check(staged.is_ok(), || staged.unwrap_err());
+    Ok(t)
+}
+
 #[derive(clap::Args, Debug, Default)]
 pub struct UpstreamPrArgs {
     /// Where the stagings go (default: target/upstream-pr).
@@ -288,21 +305,26 @@ fn description(message: &str, stat: &str, leak_figures: Option<&str>) -> String 
             op built with `array::make_arrays`), call it once and drop everything: on Linux CPU,\n\
             `get_active_memory()` stays above its baseline by the captured arrays, every time. Two\n\
             slices instead of `split`, unevaluated captures or no `compile` each make the leak go away.\n\n";
-        let report = target_dir().map(|t| t.join("suite-report")).ok();
+        let report = crate::workspace::report_dir().ok();
         let current = report
             .as_ref()
-            .and_then(|r| std::fs::read_to_string(r.join("measured-for")).ok())
+            .and_then(|r| std::fs::read_to_string(r.join(crate::workspace::MEASURED_FOR)).ok())
             .is_some_and(|f| f.trim() == fingerprint);
-        let rows = report
-            .filter(|_| current)
-            .and_then(|r| std::fs::read_to_string(r.join("rows.tsv")).ok());
+        let rows = report.filter(|_| current).and_then(|r| {
+            mlx_expectations::report::read(&r.join(mlx_expectations::report::ROWS)).ok()
+        });
         match rows {
             Some(rows) => {
                 text += "### Before / after (bytes retained per cycle, Linux CPU)\n\n| scenario | before | after | same bits |\n|---|---|---|---|\n";
-                for line in rows.lines().filter(|l| !l.starts_with("note")) {
-                    let cols: Vec<&str> = line.split('\t').collect();
-                    let cell = |key: &str| cols.iter().find_map(|c| c.strip_prefix(&format!("{key}="))).unwrap_or("-");
-                    text += &format!("| {} | {} | {} | {} |\n", cols[0], cell(mlx_patched::Variant::PRISTINE.name), cell(mlx_patched::Variant::PATCHED.name), cell("bit-identical"));
+                for row in &rows {
+                    let mlx_expectations::report::Row::Retained { scenario, per_variant, bit_identical } = row else {
+                        continue;
+                    };
+                    let cell = |v: mlx_patched::Variant| {
+                        per_variant.iter().find(|(n, _)| n == v.name).map_or("-".to_string(), |(_, b)| b.to_string())
+                    };
+                    let same = if *bit_identical { "yes" } else { "no" };
+                    text += &format!("| {scenario} | {} | {} | {same} |\n", cell(mlx_patched::Variant::PRISTINE), cell(mlx_patched::Variant::PATCHED));
                 }
                 text += "\n";
             }

@@ -109,3 +109,14 @@ pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
 pub fn git(dir: &std::path::Path, args: &[&str]) -> Result<String> {
     mlx_patched::git::git(dir, args).map_err(|e| e.to_string())
 }
+
+/// The report of the last `cargo xtask test`: its table
+/// (`mlx_expectations::report`), the fuzz slice's results, the slow
+/// checks' tallies, and [`MEASURED_FOR`].
+pub fn report_dir() -> Result<PathBuf> {
+    Ok(target_dir()?.join("suite-report"))
+}
+
+/// In the report directory: the tree and series the figures belong to,
+/// written only when every check before `upstream_pr` passed.
+pub const MEASURED_FOR: &str = "measured-for";

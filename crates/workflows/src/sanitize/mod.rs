@@ -33,7 +33,7 @@ mod record;
 mod render;
 pub(crate) mod scenarios;
 
-pub use record::{check_recorded, recorded_path};
+pub use record::{check_recorded, check_records, recorded_path};
 
 use crate::workspace::{target_dir, Result};
 use judge::VariantRun;

@@ -30,7 +30,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "ec72be93fa0af8c5bd7d801106a35a0809fd014ea62db8568cd0fe456cf28850";
+    "d48d6b78a146a4b52a3fdd27b8a3a9f716b7732876825b697b3b3e062c5bba74";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
@@ -230,6 +230,31 @@ pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Resul
 /// were recorded for the inputs of this tree, and every expectation held.
 /// A sanitizer run takes too long for CI; this keeps its evidence from
 /// going stale silently.
+/// The sanitizer runs are too long for CI: each recorded run must belong
+/// to this tree, series and probes (`tests/sanitizer_records.rs`). A
+/// rebase's trial tree or series has no record: not checked (said).
+pub fn check_records() -> Result<crate::workspace::Tally> {
+    let opts = crate::workspace::options()?;
+    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let mut t = crate::workspace::Tally::new();
+    if !matches!(upstream.origin, mlx_patched::Origin::Pinned)
+        || opts.patches_dir != mlx_patched::patch::series_dir()
+    {
+        println!("recorded sanitizer runs: not checked (not the pinned tree and series)");
+        return Ok(t);
+    }
+    for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
+        let result = check_recorded(sanitizer, &opts);
+        if let Ok(summary) = &result {
+            println!("recorded {} run: current, {summary}", sanitizer.name());
+        }
+        t.check(result.is_ok(), || {
+            format!("recorded {} run: {}", sanitizer.name(), result.unwrap_err())
+        });
+    }
+    Ok(t)
+}
+
 pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let rerun = format!("rerun `cargo xtask sanitize {} --record` (about 30 minutes on 2 cores when its variants are not built yet)", sanitizer.name());
     let (json_path, md_path) = (

@@ -1,0 +1,215 @@
+//! `cargo xtask test`: the whole regression suite. Every claim is a
+//! `#[test]`; this builds the variants, then runs every test in its own
+//! process ([`runner`]) in three builds of the workspace, and the slow
+//! checks last, and adds up their typed results.
+
+pub mod runner;
+
+use crate::checks::read_tally;
+use crate::workspace::{cargo, options, report_dir, variants_to_build, Result, MEASURED_FOR};
+use mlx_expectations::report;
+use mlx_patched::vars;
+use runner::Binary;
+use std::process::Command;
+
+/// Test targets of the suite whose expectations depend on the variant the
+/// Rust API links: run again against the control.
+const LINKED_VARIANT_TESTS: &[&str] = &["rust_api_leak", "semantics", "fuzz"];
+
+/// The slow checks (`tests/<name>.rs`, see `crate::checks`), in the order
+/// they run, after every other test: the differential needs both
+/// variants' fuzz slices. `upstream_pr` runs last, apart: it quotes the
+/// run's figures only when all of these passed.
+pub const SLOW_CHECKS: &[&str] = &[
+    "fuzz_differential",
+    "mlx_rs_check",
+    "python_package",
+    "mlx_lm_check",
+    "provenance",
+    "sanitizer_records",
+];
+const LAST_CHECK: &str = "upstream_pr";
+
+/// The run's tally: each test counts once, a slow check by its claims.
+#[derive(Default)]
+struct Totals {
+    passed: u32,
+    failed: Vec<String>,
+}
+
+impl Totals {
+    fn run(&mut self, bin: &Binary, test: &str, report: &std::path::Path) -> Result<bool> {
+        let check = (bin.kind == "test")
+            .then_some(bin.target.as_str())
+            .filter(|t| SLOW_CHECKS.contains(t) || *t == LAST_CHECK);
+        if let Some(name) = check {
+            println!("\n== {name} ({})", bin.rerun(test));
+        }
+        let outcome = runner::run_test(bin, test, check.is_some())?;
+        let id = format!("{} {}::{test}", bin.package, bin.target);
+        let tally = check.and_then(|name| read_tally(report, name));
+        match (&tally, outcome.passed) {
+            (Some(t), _) => {
+                self.passed += t.passed;
+                self.failed.extend(t.failures.iter().cloned());
+            }
+            (None, true) => self.passed += 1,
+            (None, false) => {}
+        }
+        if outcome.passed {
+            println!("PASS {:>8.2}s  {id}", outcome.took.as_secs_f64());
+        } else {
+            println!(
+                "FAIL {:>8.2}s  {id} ({})\n{}\n  rerun: {}",
+                outcome.took.as_secs_f64(),
+                outcome.status,
+                outcome.output.trim_end(),
+                bin.rerun(test)
+            );
+            // A failed test counts once, however many claims it named.
+            if tally.as_ref().is_none_or(|t| t.failures.is_empty()) {
+                self.failed.push(format!("{id} ({})", outcome.status));
+            }
+        }
+        Ok(outcome.passed)
+    }
+
+    /// Runs every test of `bins` but those `skip` selects.
+    fn run_all(
+        &mut self,
+        bins: &[Binary],
+        skip: impl Fn(&Binary) -> bool,
+        report: &std::path::Path,
+    ) -> Result<()> {
+        for bin in bins.iter().filter(|b| !skip(b)) {
+            for test in runner::tests_of(bin)? {
+                self.run(bin, &test, report)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_check(b: &Binary) -> bool {
+    b.kind == "test" && (SLOW_CHECKS.contains(&b.target.as_str()) || b.target == LAST_CHECK)
+}
+
+fn cargo_test() -> Command {
+    let mut cmd = cargo();
+    cmd.arg("test");
+    cmd
+}
+
+pub fn run() -> Result<()> {
+    crate::deps::install()?;
+    let started = std::time::Instant::now();
+    let mut opts = options()?;
+    opts.tests = true;
+    mlx_patched::build_all(&variants_to_build(), &opts).map_err(|e| e.to_string())?;
+    eprintln!(
+        "all variants built in {}",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
+
+    // The report of this run only: tests append to it while they run.
+    let report = report_dir()?;
+    let _ = std::fs::remove_dir_all(&report);
+    std::fs::create_dir_all(&report).map_err(|e| e.to_string())?;
+    let rows = report.join(report::ROWS);
+    // Every test process inherits them: where the table goes, and the slow
+    // checks on.
+    std::env::set_var(vars::MLX_FORK_REPORT_FILE.name, &rows);
+    std::env::set_var(vars::MLX_FORK_SLOW_CHECKS.name, "1");
+
+    let mut totals = Totals::default();
+    // The workspace on patched. The drop-in mlx-sys is built on its own: it
+    // compiles mlx-c, which may not support a rebase's target yet, and that
+    // must not stop every other test.
+    let mut builds: Vec<(&str, Command)> = Vec::new();
+    let mut workspace = cargo_test();
+    workspace.args(["--workspace", "--exclude", "mlx-sys"]);
+    builds.push(("the workspace", workspace));
+    let mut sys = cargo_test();
+    sys.args(["--package", "mlx-sys"]);
+    builds.push(("mlx-sys", sys));
+    let mut control = cargo_test();
+    control.args([
+        "--package",
+        "mlx-fork",
+        "--features",
+        mlx_patched::CONTROL_FEATURE,
+    ]);
+    for t in LINKED_VARIANT_TESTS {
+        control.args(["--test", t]);
+    }
+    builds.push(("the suite linked to the control", control));
+
+    let mut checks = Vec::new();
+    for (what, mut cmd) in builds {
+        match runner::build(&mut cmd) {
+            Ok(bins) => {
+                totals.run_all(&bins, is_check, &report)?;
+                checks.extend(bins.into_iter().filter(is_check));
+            }
+            Err(e) => {
+                // A build that failed runs no test: one failure.
+                println!("FAILED: {what}: {e}");
+                totals.failed.push(format!("{what}: {e}"));
+            }
+        }
+    }
+
+    // The slow checks, in their order; the figures belong to this tree and
+    // series only once everything before `upstream_pr` passed.
+    for name in SLOW_CHECKS {
+        run_check(&mut totals, &checks, name, &report)?;
+    }
+    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let series = mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let measured_for = report.join(MEASURED_FOR);
+    if totals.failed.is_empty() {
+        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
+            .map_err(|e| e.to_string())?;
+        std::fs::write(&measured_for, fingerprint).map_err(|e| e.to_string())?;
+    }
+    run_check(&mut totals, &checks, LAST_CHECK, &report)?;
+
+    match report::read(&rows) {
+        Ok(table) => println!("\n{}", report::render(&table)),
+        Err(e) => println!("\n(no table: {e})"),
+    }
+    for f in &totals.failed {
+        println!("FAILED: {f}");
+    }
+    println!(
+        "\nxtask test: {} passed, {} failed ({})",
+        totals.passed,
+        totals.failed.len(),
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
+    match totals.failed.len() {
+        0 => Ok(()),
+        n => Err(format!("{n} checks failed")),
+    }
+}
+
+/// Runs the slow check `name`; a check whose test binary was not built
+/// is a failure.
+fn run_check(
+    totals: &mut Totals,
+    checks: &[Binary],
+    name: &str,
+    report: &std::path::Path,
+) -> Result<()> {
+    match checks.iter().find(|b| b.target == name) {
+        Some(bin) => {
+            for test in runner::tests_of(bin)? {
+                totals.run(bin, &test, report)?;
+            }
+        }
+        None => totals.failed.push(format!(
+            "{name}: no test binary (tests/{name}.rs) was built"
+        )),
+    }
+    Ok(())
+}

@@ -4,6 +4,7 @@
 //! there; nothing that passes on pristine may fail on a fix. Nothing is
 //! excluded (`mlx_patched::MLX_TESTS_EXCLUDED` is empty): GGUF is built in.
 
+use mlx_expectations::outcomes::by_word;
 use mlx_fork::{control_and_fixes, run_mlx_suite, Expect, SuiteRun};
 use mlx_patched::{patch, Env};
 
@@ -183,17 +184,16 @@ fn mlx_suite_fixed_variants_keep_every_control_pass_and_new_tests_show_the_bug()
             fixed.cases.len()
         );
         if let Some((control, pristine)) = &control {
-            let regressions: Vec<&String> = pristine
-                .cases
-                .iter()
-                .filter(|(n, &ok)| ok && fixed.cases.get(*n) != Some(&true))
-                .map(|(n, _)| n)
-                .collect();
+            let word = |ok: &bool| if *ok { "passed" } else { "failed" };
+            let regressions = mlx_expectations::outcomes::regressions(
+                &by_word(pristine.cases.iter().map(|(n, ok)| (n, word(ok)))),
+                &by_word(fixed.cases.iter().map(|(n, ok)| (n, word(ok)))),
+            );
             assert!(
                 regressions.is_empty(),
-                "pass on {} but not on {}: {regressions:?}",
-                control.name,
-                variant.name
+                "worse on {} than on {}: {regressions:?}",
+                variant.name,
+                control.name
             );
         }
         let failures = fixed.failures();

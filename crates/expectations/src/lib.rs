@@ -5,6 +5,7 @@
 //! The verdict of each variant (which the build needs) is
 //! `mlx_patched::Expectations`.
 
+pub mod outcomes;
 pub mod record;
 pub mod report;
 

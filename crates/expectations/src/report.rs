@@ -208,7 +208,7 @@ mod tests {
         let rows = [
             Row::retained(
                 "split, compiled",
-                vec![("pristine".into(), 25165824.0), ("patched".into(), 0.0)],
+                vec![("control".into(), 25165824.0), ("fix".into(), 0.0)],
                 true,
             ),
             Row::note("a note\twith a tab"),

@@ -13,6 +13,7 @@
 
 use crate::python_env::{python_root, sha256_hex, venv_with};
 use crate::workspace::{workspace_root, Result, Tally};
+use mlx_expectations::outcomes::{by_word, failing_on_both, regressions};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
@@ -582,21 +583,12 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         suites.push(suite);
     }
     let (pristine, patched) = (&suites[0], &suites[1]);
-    let outcome = |s: &Suite, id: &str| s.get(id).map(|(o, _)| o.clone()).unwrap_or_default();
-    let candidates: Vec<&String> = pristine
-        .keys()
-        .chain(patched.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .filter(|id| {
-            let (before, after) = (outcome(pristine, id), outcome(patched, id));
-            (before == "passed" && after != "passed") || (after == "failed" && before != "failed")
-        })
-        .collect();
+    let words = |s: &Suite| by_word(s.iter().map(|(n, (o, _))| (n, o.as_str())));
+    let candidates = regressions(&words(pristine), &words(patched));
     // A test that passed on pristine and not on patched, or fails only on
     // patched, runs again alone on both variants, the same number of times.
     let mut lost = Vec::new();
-    for id in candidates {
+    for id in candidates.iter().map(|r| r.test()) {
         let on_patched = failures_alone(Variant::PATCHED, &envs[1].1, &root, id, RERUNS)?;
         let on_pristine = failures_alone(Variant::PRISTINE, &envs[0].1, &root, id, RERUNS)?;
         let line = format!("mlx-lm's {id}: alone, failed {on_patched} of {RERUNS} runs on patched and {on_pristine} of {RERUNS} on pristine");
@@ -641,10 +633,8 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     if let Some(problem) = seen {
         println!("mlx-lm's {one} with a library that aborts at unload: {problem}: seen");
     }
-    for (id, (o, why)) in patched {
-        if o == "failed" && outcome(pristine, id) == "failed" {
-            println!("  fails on both: {id}: {why}");
-        }
+    for id in failing_on_both(&words(pristine), &words(patched)) {
+        println!("  fails on both: {id}: {}", patched[&id].1);
     }
 
     // 2. The model-server cells.

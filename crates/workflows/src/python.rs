@@ -6,6 +6,7 @@ use crate::python_env::{
     build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
 };
 use crate::workspace::{workspace_root, Result};
+use mlx_expectations::outcomes::{by_word, regressions};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
@@ -536,15 +537,13 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         &suites[Variant::PRISTINE.name],
         &suites[Variant::PATCHED.name],
     );
-    let good = |o: &str| o == "passed" || o == "flaky";
-    let regressions: Vec<&String> = pristine
-        .iter()
-        .filter(|(id, (o, _))| good(o) && !patched.get(*id).is_some_and(|(p, _)| good(p)))
-        .map(|(id, _)| id)
-        .collect();
+    let words = |r: &BTreeMap<String, (String, String)>| {
+        by_word(r.iter().map(|(n, (o, _))| (n, o.as_str())))
+    };
+    let regressions = regressions(&words(pristine), &words(patched));
     expect(
         regressions.is_empty(),
-        format!("MLX Python tests that pass on pristine and not on patched: {regressions:?}"),
+        format!("MLX Python tests worse on patched than on pristine: {regressions:?}"),
         &mut passed,
     );
     // A test flaky on patched must be flaky on pristine too: one that never

@@ -34,9 +34,9 @@ fn main() -> Result<(), Error> {
         writeln!(
             table,
             "    Variant {{ name: {:?}, expect: Expect::{expect:?}, prefix: {:?}, mlx_tests: {:?}, {probes}}},",
-            mlx.name,
-            mlx.prefix.display().to_string(),
-            mlx.mlx_tests.display().to_string(),
+            mlx.name(),
+            mlx.prefix().display().to_string(),
+            mlx.mlx_tests().display().to_string(),
             probes = built
         )
         .unwrap();

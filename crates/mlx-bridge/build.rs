@@ -30,12 +30,16 @@ fn main() -> Result<(), Error> {
     build
         .files(&sources)
         .include("cpp")
-        .include(&mlx.include_dir)
+        .include(mlx.include_dir())
         .std("c++20")
         .flag_if_supported("-Wno-unused-parameter");
     // Against a sanitizer build the bridge is instrumented too: MLX's inline
     // header code (array.h's release fast path among it) is compiled here.
-    for flag in mlx.sanitizer.map(|s| s.compile_flags()).unwrap_or_default() {
+    for flag in mlx
+        .sanitizer()
+        .map(|s| s.compile_flags())
+        .unwrap_or_default()
+    {
         build.flag(flag);
     }
     build.compile("mlx_bridge");
@@ -49,7 +53,7 @@ fn main() -> Result<(), Error> {
     mlx.print_cargo_metadata();
     println!(
         "cargo:rustc-env=MLX_BRIDGE_UPSTREAM_VERSION={}",
-        mlx_patched::version_of(&mlx.source_dir)?
+        mlx_patched::version_of(mlx.source_dir())?
     );
     println!("cargo:rustc-env=MLX_BRIDGE_VARIANT={variant}");
     Ok(())

@@ -66,8 +66,8 @@ fn main() -> Result<(), Error> {
     // dependent compiling against those headers must define. The published
     // crate says `MLX_STATIC` for its static MLX, and so does this one when
     // it links statically; with a shared prefix there is nothing to define.
-    let include =
-        std::env::join_paths([mlx.include_dir.clone(), mlxc_src.clone()]).map_err(|e| {
+    let include = std::env::join_paths([mlx.include_dir().to_path_buf(), mlxc_src.clone()])
+        .map_err(|e| {
             Error::new(format!(
                 "an include folder holds the path-list separator: {e}"
             ))
@@ -83,12 +83,10 @@ fn main() -> Result<(), Error> {
     );
     println!(
         "cargo:version={}",
-        mlx_patched::version_of(&mlx.include_dir)?
+        mlx_patched::version_of(mlx.include_dir())?
     );
     // This fork's own: where the library is, and which build.
-    println!("cargo:lib_dir={}", mlx.lib_dir.display());
-    println!("cargo:prefix={}", mlx.prefix.display());
-    println!("cargo:variant={}", mlx.name);
+    mlx.print_fork_metadata();
     Ok(())
 }
 
@@ -99,7 +97,7 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
         let mlx = Artifacts::from_prefix(&prefix)?;
         // mlx-c's inline code and the bindings are written for the pinned
         // release: another MLX's headers may compile and still disagree.
-        let found = mlx_patched::version_of(&mlx.include_dir)?;
+        let found = mlx_patched::version_of(mlx.include_dir())?;
         if found != mlx_patched::pin::UPSTREAM_VERSION {
             return Err(Error::new(format!(
                 "MLX_SYS_PREFIX={} holds MLX {found}, but this mlx-sys is built for MLX {} (the fork's pin): give a prefix of MLX {}",
@@ -109,8 +107,8 @@ fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
             )));
         }
         // A prefix rebuilt in place: mlx-c's inline array code must follow its headers.
-        env.track_file(&mlx.include_dir.join("mlx"));
-        env.track_file(&mlx.lib_dir);
+        env.track_file(&mlx.include_dir().join("mlx"));
+        env.track_file(mlx.lib_dir());
         return Ok((mlx, Link::Dynamic));
     }
     let mut opts = Options::from_env(*env, &mlx_patched::target_dir_of_out_dir(out_dir), false)?;
@@ -142,7 +140,7 @@ fn mlxc_build_dir(env: &Env, out_dir: &Path, src: &Path, mlx: &Artifacts) -> Pat
         .build_dir()
         .unwrap_or_else(|| mlx_patched::target_dir_of_out_dir(out_dir).join("mlx"));
     let mut key = mlx_patched::Fingerprint::new("mlx-c build folder 1");
-    key.text("mlx prefix", mlx.prefix.display())
+    key.text("mlx prefix", mlx.prefix().display())
         .text("mlx-c", src.display())
         .text("cc", env.cc().unwrap_or_default().to_string_lossy())
         .text("cxx", env.cxx_or_default().to_string_lossy());
@@ -188,7 +186,7 @@ fn build_mlxc(src: &Path, mlx: &Artifacts, dir: &Path) -> Result<PathBuf, Error>
         .define("BUILD_SHARED_LIBS", "OFF")
         // This prefix's MLX package and nothing else on the system: mlx-c's
         // inline array code must come from the headers of the library it links.
-        .define("MLX_DIR", mlx.prefix.join("share/cmake/MLX"))
+        .define("MLX_DIR", mlx.prefix().join("share/cmake/MLX"))
         .define("CMAKE_INSTALL_LIBDIR", "lib")
         .profile("Release")
         .build())
@@ -203,7 +201,7 @@ fn build_shims(mlxc_src: &Path, mlx: &Artifacts, env: &Env) -> Result<(), Error>
             .cpp(true)
             .std("c++20")
             .include(mlxc_src)
-            .include(&mlx.include_dir)
+            .include(mlx.include_dir())
             // MLX's and mlx-c's headers trip these; the shim itself is clean.
             .flag_if_supported("-Wno-unused-parameter")
             .flag_if_supported("-Wno-unused-variable")

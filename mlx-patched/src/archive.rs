@@ -7,7 +7,7 @@
 //! archive holds exactly what `libmlx.so` holds, and its dependencies are
 //! the ones MLX's own CMake chose (BLAS, gguflib, the system libraries).
 
-use crate::cmake::Artifacts;
+use crate::build::Artifacts;
 use crate::{io, lock_file, Error};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@
 //! [`Env::build_script`]) and from `cargo xtask`.
 
 mod archive;
-mod cmake;
+mod build;
 mod env;
 mod expectations;
 mod fingerprint;
@@ -36,7 +36,7 @@ pub mod system;
 mod variant;
 
 pub use archive::{LinkKind, StaticLink};
-pub use cmake::{
+pub use build::{
     build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
     Artifacts, Backend, Options, Sanitizer,
 };

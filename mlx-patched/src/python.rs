@@ -4,7 +4,7 @@
 //! included) comes from the same headers as the library it loads. Kept in
 //! `<variant>/python-<tag>/`, with a stamp like the variant's own.
 
-use crate::cmake::{configure, configure_inputs, run_cmake, Artifacts, Options};
+use crate::build::{configure, configure_inputs, run_cmake, Artifacts, Options};
 use crate::{io, lock_file, Error, Fingerprint};
 use std::fs;
 use std::path::{Path, PathBuf};

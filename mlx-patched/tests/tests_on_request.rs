@@ -115,17 +115,18 @@ fn tests_are_configured_only_on_request_and_then_alone() {
         compiled,
         "the library was compiled again to add its tests"
     );
-    assert!(!tested.cached);
+    assert!(!tested.cached());
     assert_ne!(
-        tested.build_key, lib.build_key,
+        tested.build_key(),
+        lib.build_key(),
         "the key covers the tests' inputs"
     );
 
     // The library alone again: the build with tests serves it, as it is.
     opts.tests = false;
     let again = mlx_patched::build_from(Variant::PRISTINE, &upstream, &opts).unwrap();
-    assert!(again.cached);
-    assert_eq!(again.build_key, tested.build_key);
+    assert!(again.cached());
+    assert_eq!(again.build_key(), tested.build_key());
     assert_eq!(
         cache_entry(&build, "MLX_BUILD_TESTS").as_deref(),
         Some("ON")

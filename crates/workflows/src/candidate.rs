@@ -42,8 +42,8 @@ pub fn run(a: TryArgs) -> Result<()> {
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(" "),
-        mlx.prefix.display(),
-        mlx.built_on
+        mlx.prefix().display(),
+        mlx.built_on()
             .as_ref()
             .map(|b| format!(" (compiled on the {b} build)"))
             .unwrap_or_default()
@@ -71,7 +71,7 @@ pub fn run(a: TryArgs) -> Result<()> {
 
     println!("-- MLX's own suite");
     let exclude = mlx_patched::mlx_tests_filter();
-    let suite = Command::new(&mlx.mlx_tests)
+    let suite = Command::new(&mlx.mlx_tests())
         .args(["--no-colors", &exclude])
         .output()
         .map_err(|e| e.to_string())?;

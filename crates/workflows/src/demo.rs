@@ -65,7 +65,7 @@ pub fn cpp_probe_in(
     dir: &std::path::Path,
 ) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let exe = dir.join(format!("{probe}-{}", mlx.name));
+    let exe = dir.join(format!("{probe}-{}", mlx.name()));
     mlx_patched::compile_program(
         mlx,
         &mlx_patched::probes::source(probe),
@@ -92,7 +92,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?)
         .map_err(|e| e.to_string())?;
-    if variants.iter().any(|v| !v.cached) {
+    if variants.iter().any(|v| !v.cached()) {
         eprintln!(
             "both variants built in {}",
             mlx_patched::progress::elapsed(started.elapsed())
@@ -111,7 +111,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     for mlx in &variants {
         let exe = cpp_probe(mlx, "leak_scenario")?;
         let cpp = run_probe(
-            &format!("C++ API, {} ({})", mlx.name, mlx.prefix.display()),
+            &format!("C++ API, {} ({})", mlx.name(), mlx.prefix().display()),
             Command::new(&exe).args(["--cycles", &cycles]),
         )?;
         let mut rust_cmd = cargo();
@@ -123,15 +123,15 @@ pub fn run(a: DemoArgs) -> Result<()> {
             "--bin",
             "leak-scenario",
         ]);
-        if let Some(feature) = mlx_patched::Variant::parse(&mlx.name)
+        if let Some(feature) = mlx_patched::Variant::parse(&mlx.name())
             .map_err(|e| e.to_string())?
             .feature()
         {
             rust_cmd.args(["--features", feature]);
         }
         rust_cmd.args(["--", "--cycles", &cycles]);
-        let rust = run_probe(&format!("Rust API, {}", mlx.name), &mut rust_cmd)?;
-        rows.push((mlx.name.clone(), cpp, rust));
+        let rust = run_probe(&format!("Rust API, {}", mlx.name()), &mut rust_cmd)?;
+        rows.push((mlx.name().clone(), cpp, rust));
     }
     println!(
         "\n{:<10} {:>22} {:>22}   output digest",

@@ -29,7 +29,7 @@ fn prefix_of(variant: Variant) -> Result<Artifacts> {
 pub fn print_setup() -> Result<()> {
     let patched = prefix_of(Variant::PATCHED)?;
     let sys = workspace_root().join("crates/mlx-sys");
-    let lib = patched.lib_dir.display();
+    let lib = patched.lib_dir().display();
     println!(
         "\
 To build mlx-rs 0.33 against this checkout's patched MLX, add to your project's Cargo.toml:
@@ -53,7 +53,7 @@ To link a shared MLX instead (your binaries then need {lib} at run time, by an r
 LD_LIBRARY_PATH): MLX_SYS_PREFIX={prefix}.
 For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
         sys = sys.display(),
-        prefix = patched.prefix.display(),
+        prefix = patched.prefix().display(),
         build_dir = crate::workspace::options()?.root.display(),
     );
     Ok(())
@@ -111,7 +111,7 @@ fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variab
         vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
     } else {
         vec![
-            (vars::MLX_SYS_PREFIX, mlx.prefix.clone()),
+            (vars::MLX_SYS_PREFIX, mlx.prefix().to_path_buf()),
             (vars::MLX_PATCHED_BUILD_DIR, root),
         ]
     })
@@ -452,7 +452,7 @@ fn run_suite_with(
                 .join(format!("suite-{}", variant.name)),
         )
         // The test binaries have no rpath of their own.
-        .var(mlx_patched::other_vars::LIBRARY_PATH, &mlx.lib_dir);
+        .var(mlx_patched::other_vars::LIBRARY_PATH, &mlx.lib_dir());
     for (k, v) in sys_env(variant, mlx)? {
         test.var(k, v);
     }

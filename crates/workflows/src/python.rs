@@ -501,7 +501,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             v.name
         );
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.insert(v.name, mlx_suite(python, &mlx.source_dir, &log, &cache)?);
+        suites.insert(v.name, mlx_suite(python, &mlx.source_dir(), &log, &cache)?);
     }
     let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
         r.values().filter(|(x, _)| x == o).count()
@@ -563,11 +563,13 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         let (_, python) = &pythons[0];
         let tree = mlx_patched::build(Variant::PRISTINE, &crate::workspace::options()?)
             .map_err(|e| e.to_string())?
-            .source_dir;
+            .source_dir()
+            .to_path_buf();
         let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS, HANG_AFTER)?;
         let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)
             .map_err(|e| e.to_string())?
-            .source_dir;
+            .source_dir()
+            .to_path_buf();
         let on_patched = repeat_tests(
             &pythons[1].1,
             &patched_tree,

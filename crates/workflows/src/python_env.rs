@@ -121,7 +121,7 @@ fn nanobind_pinned(requirements: &str) -> Option<String> {
 /// rebase onto MLX 0.32.4 meets `no member named 'freeze'`), so say which
 /// pin to move instead.
 fn check_nanobind(mlx: &Artifacts) -> Result<()> {
-    let lists = mlx.source_dir.join("CMakeLists.txt");
+    let lists = mlx.source_dir().join("CMakeLists.txt");
     let tree = std::fs::read_to_string(&lists).map_err(|e| format!("{}: {e}", lists.display()))?;
     let reqs = workspace_root().join(BUILD_REQUIREMENTS);
     let pinned = std::fs::read_to_string(&reqs).map_err(|e| format!("{}: {e}", reqs.display()))?;

@@ -241,7 +241,7 @@ fn replay(
 
 /// Retained bytes per cycle of the report's scenario on a built prefix.
 fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
-    let exe = work.join(format!("leak_scenario-{}", mlx.name));
+    let exe = work.join(format!("leak_scenario-{}", mlx.name()));
     let src = workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
     mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process())
         .map_err(|e| e.to_string())?;
@@ -392,7 +392,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             let race = mlx_expectations::KERNEL_CACHE_RACE;
             let (mut failed, mut processes) = (0, 0);
             for round in 0..race.rounds {
-                let dir = work.join(format!("kernel-cache-{}-{round}", mlx.name));
+                let dir = work.join(format!("kernel-cache-{}-{round}", mlx.name()));
                 for outcome in mlx_patched::probes::kernel_cache_round(
                     &exe,
                     &dir,

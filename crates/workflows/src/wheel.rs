@@ -55,7 +55,7 @@ const ZIP_EPOCH: u64 = 315_532_800;
 /// does); the zip epoch for the control, which takes only the series' tests.
 pub fn source_date_epoch(mlx: &Artifacts) -> Result<u64> {
     let mut newest = None;
-    for (patch, _) in mlx.patches.iter().filter(|(_, only)| only.is_none()) {
+    for (patch, _) in mlx.patches().iter().filter(|(_, only)| only.is_none()) {
         let text =
             std::fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
         let date = text
@@ -112,15 +112,15 @@ fn rfc2822_epoch(date: &str) -> Option<u64> {
 /// upstream's own: `+fork.<series>` for patched, `+control.<tree>` for
 /// the pristine control.
 pub fn version(mlx: &Artifacts) -> Result<String> {
-    let release = mlx_patched::version_of(&mlx.source_dir).map_err(|e| e.to_string())?;
-    let label = match mlx.name.as_str() {
+    let release = mlx_patched::version_of(&mlx.source_dir()).map_err(|e| e.to_string())?;
+    let label = match mlx.name() {
         n if n == Variant::PATCHED.name => {
-            let series: Vec<PathBuf> = mlx.patches.iter().map(|(p, _)| p.clone()).collect();
-            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id, &series)
+            let series: Vec<PathBuf> = mlx.patches().iter().map(|(p, _)| p.clone()).collect();
+            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id(), &series)
                 .map_err(|e| e.to_string())?;
             format!("fork.{}", &f[..8])
         }
-        _ => format!("control.{}", &mlx.upstream_tree_id[..8]),
+        _ => format!("control.{}", &mlx.upstream_tree_id()[..8]),
     };
     Ok(format!("{release}+{label}"))
 }
@@ -464,12 +464,12 @@ pub fn pack_wheels(
         pkg.join(bindings.module.file_name().unwrap()),
     )
     .map_err(|e| e.to_string())?;
-    copy_filtered(&mlx.lib_dir, &pkg.join("lib"), &|p| {
+    copy_filtered(&mlx.lib_dir(), &pkg.join("lib"), &|p| {
         p.file_name().is_some_and(|n| n == "cmake")
     })?;
-    copy_filtered(&mlx.include_dir, &pkg.join("include"), &|_| false)?;
-    copy_filtered(&mlx.prefix.join("share"), &pkg.join("share"), &|_| false)?;
-    stubs(python, &mlx.source_dir, &front)?;
+    copy_filtered(&mlx.include_dir(), &pkg.join("include"), &|_| false)?;
+    copy_filtered(&mlx.prefix().join("share"), &pkg.join("share"), &|_| false)?;
+    stubs(python, &mlx.source_dir(), &front)?;
     remove_pycache(&pkg)?;
     // Then the split: the library's folders move to the second wheel.
     let back = work.join("mlx-cpu");
@@ -485,7 +485,7 @@ pub fn pack_wheels(
     };
     let summary = format!(
         "MLX {release} built from upstream's tree {tree}, {what}",
-        tree = &mlx.upstream_tree_id
+        tree = &mlx.upstream_tree_id()
     );
     let platform = platform_tag(python)?;
     // The interpreter tag the extension was built for (`cp311`).
@@ -515,14 +515,14 @@ pub fn pack_wheels(
             &[][..],
         ),
     ] {
-        let meta_dir = upstream_metadata(python, &mlx.source_dir, stage, &work)?;
+        let meta_dir = upstream_metadata(python, &mlx.source_dir(), stage, &work)?;
         let upstream_meta = std::fs::read_to_string(meta_dir.join("METADATA"))
             .map_err(|e| format!("{}: {e}", meta_dir.display()))?;
         let body = format!(
             "MLX built by the mlx-fork project from upstream's v{release} tree ({tree}), {what}.\n\
              This wheel is {part}.\n\
              The local version label marks it as this fork's build, not upstream's.\n",
-            tree = &mlx.upstream_tree_id
+            tree = &mlx.upstream_tree_id()
         );
         let metadata = fork_metadata(&upstream_meta, release, &version, &summary, &body, &add)?;
         let name = meta_dir

@@ -108,7 +108,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     let mut runs = Vec::new();
     let mut ops_seen: Option<Vec<String>> = None;
     for (variant, mlx) in variants.iter().zip(&built) {
-        let dir = out.join(&mlx.name);
+        let dir = out.join(&mlx.name());
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let mut programs = BTreeMap::new();
         for probe in probes::CPP_PROBES.iter().filter(|p| p.under_sanitizers) {
@@ -117,26 +117,31 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
                 .map_err(|e| e.to_string())?;
             programs.insert(probe.name, exe);
         }
-        let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], &mlx.name)?;
+        let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], &mlx.name())?;
         // One probe source, one list: every variant runs the same ops.
         if let Some(seen) = &ops_seen {
             if *seen != ops {
                 return Err(format!(
                     "multi_output_ops lists {ops:?} on {}, but {seen:?} on the first variant",
-                    mlx.name
+                    mlx.name()
                 ));
             }
         }
         ops_seen = Some(ops.clone());
         let table = scenarios::expand(sanitizer, &ops);
-        let rust = rust_tests.get(mlx.name.as_str());
+        let rust = rust_tests.get(mlx.name());
         let planned = table
             .iter()
             .filter(|p| rust.is_some() || !matches!(p.program, scenarios::Program::RustTest(_)))
             .count();
         let mut outcomes = Vec::new();
         for s in scenarios::resolve(&table, mlx, &programs, rust, &runtime)? {
-            eprintln!("sanitize {}: {} on {}", sanitizer.name(), s.name, mlx.name);
+            eprintln!(
+                "sanitize {}: {} on {}",
+                sanitizer.name(),
+                s.name,
+                mlx.name()
+            );
             outcomes.push(scenarios::run_scenario(
                 &s,
                 sanitizer,

@@ -262,12 +262,12 @@ pub fn resolve(
     let mut list = Vec::new();
     for p in table {
         let (program, args) = match &p.program {
-            Program::MlxSuite => (mlx.mlx_tests.clone(), p.args.clone()),
+            Program::MlxSuite => (mlx.mlx_tests().to_path_buf(), p.args.clone()),
             Program::Probe(name) => (
                 probes
                     .get(name)
                     .cloned()
-                    .ok_or(format!("the probe {name} was not built for {}", mlx.name))?,
+                    .ok_or(format!("the probe {name} was not built for {}", mlx.name()))?,
                 p.args.clone(),
             ),
             Program::RustTest(name) => {

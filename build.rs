@@ -28,12 +28,12 @@ fn main() -> Result<(), Error> {
     {
         let mut built = String::new();
         for (name, exe) in probes::build_probes(&mlx, &opts)? {
-            write!(built, "{name}: {:?}, ", exe.display().to_string()).unwrap();
+            write!(built, "({name:?}, {:?}), ", exe.display().to_string()).unwrap();
         }
         let expect = expectations.verdict(variant);
         writeln!(
             table,
-            "    Variant {{ name: {:?}, expect: Expect::{expect:?}, prefix: {:?}, mlx_tests: {:?}, {probes}}},",
+            "    Variant {{ name: {:?}, expect: Expect::{expect:?}, prefix: {:?}, mlx_tests: {:?}, probes: &[{probes}] }},",
             mlx.name(),
             mlx.prefix().display().to_string(),
             mlx.mlx_tests().display().to_string(),

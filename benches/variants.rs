@@ -124,7 +124,7 @@ const MLX_LM_ROUNDS: usize = 7;
 
 fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
     nanoseconds(
-        Command::new(v.graph_bench).args([workload, &iters.to_string()]),
+        Command::new(v.probe("graph_bench")).args([workload, &iters.to_string()]),
         &format!("{} graph_bench {workload}", v.name),
     )
 }

@@ -24,22 +24,23 @@ pub struct Variant {
     /// Runs MLX's own doctest suite, built from this variant's tree,
     /// against its installed library.
     pub mlx_tests: &'static str,
-    /// `crates/probes/cpp/leak_scenario.cpp`: the report's scenario.
-    pub leak_scenario: &'static str,
-    /// `crates/probes/cpp/held_output.cpp`: live groups stay whole.
-    pub held_output: &'static str,
-    /// `crates/probes/cpp/graph_bench.cpp`: timed loops for the benchmarks.
-    pub graph_bench: &'static str,
-    /// `crates/probes/cpp/multi_output_ops.cpp`: each multi-output op compiled.
-    pub multi_output_ops: &'static str,
-    /// `crates/probes/cpp/transformer.cpp`: a fused-QKV transformer stack.
-    pub transformer: &'static str,
-    /// `crates/probes/cpp/release_race.cpp`: a group's outputs let go of on
-    /// several threads at once.
-    pub release_race: &'static str,
-    /// `crates/probes/cpp/kernel_cache_race.cpp`: one of several processes
-    /// building the same CPU kernels into one cache folder at once.
-    pub kernel_cache_race: &'static str,
+    /// The C++ probes (`mlx_patched::probes::CPP_PROBES`) built against
+    /// this variant: (name, executable).
+    pub probes: &'static [(&'static str, &'static str)],
+}
+
+impl Variant {
+    /// The executable of the probe `name` (its file in `crates/probes/cpp/`).
+    pub fn probe(&self, name: &str) -> &'static str {
+        match self.probes.iter().find(|(n, _)| *n == name) {
+            Some((_, exe)) => exe,
+            None => panic!(
+                "no probe `{name}` was built for {}: mlx_patched::probes::CPP_PROBES has {:?}",
+                self.name,
+                self.probes.iter().map(|(n, _)| n).collect::<Vec<_>>()
+            ),
+        }
+    }
 }
 
 /// Every variant of `mlx_patched::VARIANTS`, in its order (control first).

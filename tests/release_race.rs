@@ -28,7 +28,7 @@ fn run_processes(v: &'static Variant) -> Vec<Vec<(String, i64, i64)>> {
         .map(|_| {
             leaked(&run_probe(
                 v,
-                |v| v.release_race,
+                |v| v.probe("release_race"),
                 &[&RACE.trials.to_string()],
             ))
         })

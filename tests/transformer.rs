@@ -10,7 +10,7 @@ use mlx_fork::{
 };
 
 fn transformer(v: &Variant) -> &'static str {
-    v.transformer
+    v.probe("transformer")
 }
 
 #[test]

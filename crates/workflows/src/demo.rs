@@ -131,7 +131,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         rust_cmd.args(["--", "--cycles", &cycles]);
         let rust = run_probe(&format!("Rust API, {}", mlx.name()), &mut rust_cmd)?;
-        rows.push((mlx.name().clone(), cpp, rust));
+        rows.push((mlx.name().to_string(), cpp, rust));
     }
     println!(
         "\n{:<10} {:>22} {:>22}   output digest",

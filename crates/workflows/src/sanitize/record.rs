@@ -30,7 +30,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "d48d6b78a146a4b52a3fdd27b8a3a9f716b7732876825b697b3b3e062c5bba74";
+    "9361b78a3e3df92dfb9c0878439d20febdec9c6ce2cc8a4cc5265cdb14f7fd59";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

@@ -214,6 +214,32 @@ fn variant_names(path: &str, text: &str) -> Vec<String> {
     out
 }
 
+// ---- the summary table's format ----
+
+/// Pieces of the summary table's format (`mlx_expectations::report`), in
+/// Rust outside that module: every row is written and read through `Row`.
+fn report_formats(path: &str, text: &str) -> Vec<String> {
+    const PIECES: &[&str] = &["bit-identical=", "\"note\\t", "rows.tsv", "fuzz-slice-"];
+    if !path.ends_with(".rs")
+        || path == "crates/expectations/src/report.rs"
+        || path.ends_with("/tidy.rs")
+    {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for piece in PIECES {
+            if line.contains(piece) {
+                out.push(format!(
+                    "{path}:{}: `{piece}` is the summary table's format: use mlx_expectations::report",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
 // ---- registry hosts ----
 
 /// SHA-256 of the host names of the package registries (crates, PyPI and
@@ -527,6 +553,22 @@ fn rust_names_every_variant_through_its_constant() {
         .flat_map(|(p, t)| variant_names(p, t))
         .collect();
     report("variants named by a string", bad);
+}
+
+#[test]
+fn only_the_report_module_writes_the_table_s_format() {
+    let violations = tracked()
+        .iter()
+        .flat_map(|(p, t)| report_formats(p, t))
+        .collect();
+    report("the summary table's format outside its module", violations);
+}
+
+#[test]
+fn the_report_rule_rejects_a_row_written_by_hand() {
+    let text = "rows.push(format!(\"{s}\\tbit-identical=yes\"));\nlet f = dir.join(\"rows.tsv\");";
+    assert_eq!(report_formats("crates/workflows/src/a.rs", text).len(), 2);
+    assert!(report_formats("crates/expectations/src/report.rs", text).is_empty());
 }
 
 #[test]

@@ -42,8 +42,13 @@ impl Totals {
         let check = (bin.kind == "test")
             .then_some(bin.target.as_str())
             .filter(|t| SLOW_CHECKS.contains(t) || *t == LAST_CHECK);
+        // A slow check runs alone only with the slow checks on.
+        let rerun = match check {
+            Some(_) => format!("{}=1 {}", vars::MLX_FORK_SLOW_CHECKS.name, bin.rerun(test)),
+            None => bin.rerun(test),
+        };
         if let Some(name) = check {
-            println!("\n== {name} ({})", bin.rerun(test));
+            println!("\n== {name} ({rerun})");
         }
         let outcome = runner::run_test(bin, test, check.is_some())?;
         let id = format!("{} {}::{test}", bin.package, bin.target);
@@ -64,7 +69,7 @@ impl Totals {
                 outcome.took.as_secs_f64(),
                 outcome.status,
                 outcome.output.trim_end(),
-                bin.rerun(test)
+                rerun
             );
             // A failed test counts once, however many claims it named.
             if tally.as_ref().is_none_or(|t| t.failures.is_empty()) {

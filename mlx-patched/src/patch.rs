@@ -81,6 +81,19 @@ pub fn depends_on(patch: &Path, dir: &Path) -> Result<Vec<PathBuf>, Error> {
         .collect()
 }
 
+/// The file names of `patches`, as messages and checks name them.
+pub fn names(patches: &[PathBuf]) -> Vec<String> {
+    patches
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
 /// The fix: the series without its fork-only patches. This is what the
 /// variants are built from and what goes upstream.
 pub fn fix_series(dir: &Path) -> Result<Vec<PathBuf>, Error> {

@@ -184,15 +184,7 @@ pub fn recover_upstream(
     let upstream_id = tree_id(&staging)?;
     if let Some((_, want)) = expected {
         if upstream_id != want {
-            let names: Vec<String> = patches
-                .iter()
-                .map(|p| {
-                    p.file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned()
-                })
-                .collect();
+            let names = crate::patch::names(&patches);
             return Err(Error::new(format!(
                 "refusing the recovered upstream tree: the carrier {} {version} (tree {carrier_id}) with its patches \
                  [{}] reversed hashes to {upstream_id}, but the pin says upstream MLX v{} is {want}; nothing was built.",

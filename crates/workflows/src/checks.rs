@@ -7,9 +7,6 @@ use crate::workspace::{report_dir, Result, Tally};
 use mlx_expectations::report::{self, Row};
 use mlx_patched::Env;
 
-/// What a check found: its passed claims, and each failed one, named.
-pub type Checked = Tally;
-
 impl Tally {
     /// The tally of a check that counts its failures without naming them
     /// (they were printed as they happened).
@@ -24,7 +21,7 @@ impl Tally {
 }
 
 /// Runs the check `name` as a test (see the module's documentation).
-pub fn run(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Checked>) {
+pub fn run(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Tally>) {
     if !Env::process().slow_checks() {
         eprintln!(
             "{name}: skipped (a slow check: `cargo xtask test` runs it; alone, set {}=1)",

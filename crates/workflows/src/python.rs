@@ -399,17 +399,10 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     // them: each must fail (an error, a leak, a crash) on the control and run
     // clean where its fix is applied, as the worker's replay does in C++.
     let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))?;
-    let series: Vec<String> =
-        mlx_patched::patch::fix_series(&crate::workspace::options()?.patches_dir)
-            .map_err(|e| e.to_string())?
-            .iter()
-            .map(|p| {
-                p.file_name()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
+    let series = mlx_patched::patch::names(
+        &mlx_patched::patch::fix_series(&crate::workspace::options()?.patches_dir)
+            .map_err(|e| e.to_string())?,
+    );
     let scripts = python_root()?.join("fuzz-findings");
     std::fs::create_dir_all(&scripts).map_err(|e| e.to_string())?;
     for k in &kept {

@@ -473,16 +473,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     .unwrap();
     match &target.carrier {
         Some(c) => {
-            let names: Vec<String> = c
-                .patches
-                .iter()
-                .map(|p| {
-                    p.file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned()
-                })
-                .collect();
+            let names = patch::names(&c.patches);
             let reversed = if names.is_empty() {
                 "none: its tree is upstream's as shipped".to_string()
             } else {
@@ -902,11 +893,7 @@ mod tests {
 
     #[test]
     fn every_bug_check_names_a_patch_of_the_series() {
-        let names: Vec<String> = patch::series(&patch::series_dir())
-            .unwrap()
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
+        let names = patch::names(&patch::series(&patch::series_dir()).unwrap());
         for (stem, bug) in BUGS {
             let file = format!("{stem}.patch");
             assert!(names.contains(&file), "{stem} is not in patches/");

@@ -39,9 +39,7 @@ struct Totals {
 
 impl Totals {
     fn run(&mut self, bin: &Binary, test: &str, report: &std::path::Path) -> Result<bool> {
-        let check = (bin.kind == "test")
-            .then_some(bin.target.as_str())
-            .filter(|t| SLOW_CHECKS.contains(t) || *t == LAST_CHECK);
+        let check = is_check(bin).then_some(bin.target.as_str());
         // A slow check runs alone only with the slow checks on.
         let rerun = match check {
             Some(_) => format!("{}=1 {}", vars::MLX_FORK_SLOW_CHECKS.name, bin.rerun(test)),

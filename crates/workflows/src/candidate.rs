@@ -2,6 +2,7 @@
 //! series must pass, without making it part of the series.
 
 use crate::demo::{cpp_probe, run_probe};
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{options, Result};
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,7 +20,7 @@ pub struct TryArgs {
 
 fn name(n: &str) -> Result<String> {
     match n.contains('/') || n.is_empty() {
-        true => Err(format!("`{n}` is not a name: no slash")),
+        true => Err(anyhow!("`{n}` is not a name: no slash")),
         false => Ok(n.to_string()),
     }
 }
@@ -29,12 +30,12 @@ pub fn run(a: TryArgs) -> Result<()> {
     let patches: Vec<PathBuf> = a
         .patches
         .iter()
-        .map(|p| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display())))
+        .map(|p| std::fs::canonicalize(p).with_context(|| format!("{}", p.display())))
         .collect::<Result<_>>()?;
     crate::deps::install()?;
     let mut opts = options()?;
     opts.tests = true;
-    let mlx = mlx_patched::build_experiment(name, &patches, &opts).map_err(|e| e.to_string())?;
+    let mlx = mlx_patched::build_experiment(name, &patches, &opts)?;
     println!(
         "candidate `{name}`: the control (upstream + the series' tests/ changes) + {}, in {}{}",
         patches
@@ -59,9 +60,7 @@ pub fn run(a: TryArgs) -> Result<()> {
     );
 
     println!("-- held output of an unevaluated multi-output op");
-    let held = Command::new(cpp_probe(&mlx, "held_output")?)
-        .output()
-        .map_err(|e| e.to_string())?;
+    let held = Command::new(cpp_probe(&mlx, "held_output")?).output()?;
     print!(
         "{}{}",
         String::from_utf8_lossy(&held.stdout),
@@ -71,10 +70,9 @@ pub fn run(a: TryArgs) -> Result<()> {
 
     println!("-- MLX's own suite");
     let exclude = mlx_patched::mlx_tests_filter();
-    let suite = Command::new(&mlx.mlx_tests())
+    let suite = Command::new(mlx.mlx_tests())
         .args(["--no-colors", &exclude])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     let text = String::from_utf8_lossy(&suite.stdout);
     for line in text.lines().filter(|l| {
         l.starts_with("TEST CASE:")
@@ -115,6 +113,6 @@ pub fn run(a: TryArgs) -> Result<()> {
         println!("candidate `{name}`: no leak, the held output survives, MLX's suite passes");
         Ok(())
     } else {
-        Err(format!("candidate `{name}` fails: {}", failed.join("; ")))
+        Err(anyhow!("candidate `{name}` fails: {}", failed.join("; ")))
     }
 }

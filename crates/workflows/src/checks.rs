@@ -3,6 +3,7 @@
 //! sets it), adds its rows to the run's table, leaves its tally for
 //! `cargo xtask test` to count, and fails naming every failed claim.
 
+use crate::workspace::Context;
 use crate::workspace::{report_dir, Result, Tally};
 use mlx_expectations::report::{self, Row};
 use mlx_patched::Env;
@@ -37,7 +38,7 @@ pub fn run(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Tally>) {
     }
     let checked = match result {
         Ok(c) => c,
-        Err(e) => panic!("{name}: the check could not run: {e}"),
+        Err(e) => panic!("{name}: the check could not run: {e:#}"),
     };
     // The tally is for the run in progress: a check run alone leaves none.
     if let Some(file) = Env::process().report_file() {
@@ -63,7 +64,7 @@ pub fn run_report_dir() -> Result<std::path::PathBuf> {
     match Env::process().report_file() {
         Some(f) => Ok(f
             .parent()
-            .ok_or("the report file is in no directory")?
+            .context("the report file is in no directory")?
             .to_path_buf()),
         None => report_dir(),
     }
@@ -71,9 +72,9 @@ pub fn run_report_dir() -> Result<std::path::PathBuf> {
 
 fn write_tally(dir: &std::path::Path, name: &str, t: &Tally) -> Result<()> {
     let file = report::tally(dir, name);
-    std::fs::create_dir_all(file.parent().unwrap()).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(file.parent().unwrap())?;
     let json = serde_json::json!({ "passed": t.passed, "failures": t.failures });
-    std::fs::write(&file, json.to_string()).map_err(|e| format!("{}: {e}", file.display()))
+    std::fs::write(&file, json.to_string()).with_context(|| format!("{}", file.display()))
 }
 
 /// A check's tally as its test left it, if it ran under this report.

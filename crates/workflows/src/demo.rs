@@ -2,6 +2,7 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use crate::deps;
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, options, target_dir, Result};
 use mlx_expectations::record::parse_records;
 use mlx_patched::{Env, Variant};
@@ -17,7 +18,7 @@ pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     println!("-- {label}");
     let out = cmd
         .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+        .with_context(|| format!("cannot run {cmd:?}"))?;
     let records = parse_records(&String::from_utf8_lossy(&out.stdout));
     for r in records.iter().filter(|r| r.kind == "cycle") {
         let bytes = r
@@ -31,7 +32,7 @@ pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
         );
     }
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{label} failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
@@ -41,11 +42,11 @@ pub fn run_probe(label: &str, cmd: &mut Command) -> Result<Summary> {
     let summary = records
         .iter()
         .find(|r| r.kind == "summary")
-        .ok_or_else(|| format!("{label} printed no summary"))?;
+        .with_context(|| format!("{label} printed no summary"))?;
     let mib = summary
         .value("retained_mib_per_cycle")
         .and_then(|m| m.parse().ok())
-        .ok_or_else(|| format!("bad summary: {summary:?}"))?;
+        .with_context(|| format!("bad summary: {summary:?}"))?;
     Ok(Summary {
         mib_per_cycle: mib,
         digest: summary.value("digest").unwrap_or_default().to_string(),
@@ -64,15 +65,14 @@ pub fn cpp_probe_in(
     probe: &str,
     dir: &std::path::Path,
 ) -> Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir)?;
     let exe = dir.join(format!("{probe}-{}", mlx.name()));
     mlx_patched::compile_program(
         mlx,
         &mlx_patched::probes::source(probe),
         &exe,
         &Env::process(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(exe)
 }
 
@@ -90,8 +90,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     deps::install()?;
     // The libraries only: MLX's own tests are built by `cargo xtask test`.
     let started = std::time::Instant::now();
-    let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?)
-        .map_err(|e| e.to_string())?;
+    let variants = mlx_patched::build_all(&[Variant::PRISTINE, Variant::PATCHED], &options()?)?;
     if variants.iter().any(|v| !v.cached()) {
         eprintln!(
             "both variants built in {}",
@@ -123,10 +122,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             "--bin",
             "leak-scenario",
         ]);
-        if let Some(feature) = mlx_patched::Variant::parse(&mlx.name())
-            .map_err(|e| e.to_string())?
-            .feature()
-        {
+        if let Some(feature) = mlx_patched::Variant::parse(mlx.name())?.feature() {
             rust_cmd.args(["--features", feature]);
         }
         rust_cmd.args(["--", "--cycles", &cycles]);
@@ -151,7 +147,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         if same { "yes" } else { "NO" }
     );
     if !same {
-        return Err("the variants computed different outputs".into());
+        return Err(anyhow!("the variants computed different outputs"));
     }
     // Each variant retains what its verdict says, through both APIs.
     let expectations = crate::workspace::expectations();
@@ -159,7 +155,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     for (variant, cpp, rust) in &rows {
         let verdict = expectations
             .verdict_of(variant)
-            .ok_or(format!("no verdict for {variant}"))?;
+            .with_context(|| format!("no verdict for {variant}"))?;
         let bound = mlx_expectations::Cell::REPORT.bound(verdict);
         for (api, s) in [("C++", cpp), ("Rust", rust)] {
             let bytes = (s.mib_per_cycle * (1u64 << 20) as f64).round() as i64;
@@ -172,7 +168,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
     }
     if !outside.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "retained memory outside its bound: {}",
             outside.join("; ")
         ));

@@ -2,6 +2,7 @@
 //! otherwise named with the exact command to run.
 
 use crate::workspace::Result;
+use crate::workspace::{anyhow, Context};
 use mlx_patched::CommandVars;
 use std::process::Command;
 
@@ -31,16 +32,17 @@ pub fn install() -> Result<()> {
         .collect();
     if !have("apt-get") || !have("dpkg-query") {
         if cfg!(target_os = "macos") {
-            return mlx_patched::check_system(mlx_patched::Backend::Metal, true)
-                .map_err(|e| e.to_string());
+            return Ok(mlx_patched::check_system(
+                mlx_patched::Backend::Metal,
+                true,
+            )?);
         }
         // Not Debian: the build's own check names what is missing.
-        mlx_patched::check_system(mlx_patched::Backend::Cpu, true).map_err(|e| e.to_string())?;
+        mlx_patched::check_system(mlx_patched::Backend::Cpu, true)?;
         if !have("valgrind") {
-            return Err(
+            return Err(anyhow!(
                 "the test suite needs valgrind; install it with your system's package manager"
-                    .into(),
-            );
+            ));
         }
         return Ok(());
     }
@@ -57,7 +59,7 @@ pub fn install() -> Result<()> {
     } else if have("sudo") {
         &["sudo"]
     } else {
-        return Err(format!(
+        return Err(anyhow!(
             "missing system packages: {}. Install them as root with:\n    apt-get update && apt-get install -y {}",
             missing.join(" "),
             missing.join(" ")
@@ -73,11 +75,11 @@ pub fn install() -> Result<()> {
             .args(args)
             .var(mlx_patched::other_vars::DEBIAN_FRONTEND, "noninteractive")
             .status()
-            .map_err(|e| format!("cannot run apt-get: {e}"))?;
+            .context("cannot run apt-get")?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("apt-get {} failed; run it yourself:\n    sudo apt-get update && sudo apt-get install -y {}", args.join(" "), missing.join(" ")))
+            Err(anyhow!("apt-get {} failed; run it yourself:\n    sudo apt-get update && sudo apt-get install -y {}", args.join(" "), missing.join(" ")))
         }
     };
     apt(&["update", "-qq"])?;

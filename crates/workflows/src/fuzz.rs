@@ -17,6 +17,7 @@
 //! by kind, then shrinks each distinct finding and writes it as
 //! `target/fuzz/<label>/findings/<kind>-<seed>-<index>.{json,cpp}`.
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
 use mlx_fuzz::{cpp, Program, Releases};
@@ -120,10 +121,9 @@ fn campaign(c: CampaignArgs) -> Result<Args> {
         Releases::OneThread
     };
     if c.sanitizer == Some(Sanitizer::Thread) && releases != Releases::TwoThreads {
-        return Err(
+        return Err(anyhow!(
             "without --threads the fuzzer runs one thread: --sanitizer thread needs --threads"
-                .into(),
-        );
+        ));
     }
     Ok(Args {
         // --target fuzzes upstream's tree with the control's recipe.
@@ -165,7 +165,7 @@ fn linkable(name: &str) -> Result<Variant> {
         .into_iter()
         .find(|v| v.name == name)
         .ok_or_else(|| {
-            format!(
+            anyhow!(
                 "the fuzzer runs on {} or {}, not `{name}`",
                 Variant::PATCHED,
                 Variant::PRISTINE
@@ -218,10 +218,10 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     let mut build_dir = target_dir()?.join("mlx");
     if let Some(t) = &a.target {
         let work = target_dir()?.join("rebase").join(t);
-        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&work)?;
         let tree = crate::trees::target_tree(t, &work)?;
         let empty = work.join("empty-series");
-        std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&empty)?;
         build_dir = work.join("upstream").join("mlx");
         cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, &tree.dir)
             .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, &empty);
@@ -234,9 +234,9 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
     let out = cmd
         .stderr(std::process::Stdio::inherit())
         .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+        .context("cannot run cargo")?;
     if !out.status.success() {
-        return Err(format!("building the fuzz worker for {label} failed"));
+        return Err(anyhow!("building the fuzz worker for {label} failed"));
     }
     let exe = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -246,7 +246,7 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
                 .then(|| m["executable"].as_str().map(PathBuf::from))
                 .flatten()
         })
-        .ok_or("cargo reported no mlx-fuzz-worker executable")?;
+        .context("cargo reported no mlx-fuzz-worker executable")?;
     let (mut env, mut launch, mut program) = (Vec::new(), Vec::new(), exe.clone());
     if let Some(s) = a.sanitizer {
         // A Rust binary does not link the runtime: the dynamic loader
@@ -274,9 +274,9 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
             // the finding is that program's. MLX's own counter races, seen
             // on every variant, would halt it at any program.
             let dir = target_dir()?.join("fuzz").join(&label);
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&dir)?;
             let file = dir.join("tsan.supp");
-            std::fs::write(&file, FUZZ_TSAN_SUPPRESSIONS).map_err(|e| e.to_string())?;
+            std::fs::write(&file, FUZZ_TSAN_SUPPRESSIONS)?;
             env.push((
                 "TSAN_OPTIONS".to_string(),
                 format!(
@@ -308,7 +308,7 @@ fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> 
         [seed, index] => {
             let number = |what: &str, v: &str| {
                 v.parse::<u64>()
-                    .map_err(|_| format!("the program's {what} is a number, not `{v}`"))
+                    .map_err(|_| anyhow!("the program's {what} is a number, not `{v}`"))
             };
             let (seed, index) = (number("seed", seed)?, number("index", index)?);
             (
@@ -318,20 +318,20 @@ fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> 
         }
         // A kept finding or a campaign's shrunk program.
         [file] => {
-            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            let text = std::fs::read_to_string(file).with_context(|| file.to_string())?;
             let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
+                serde_json::from_str(&text).with_context(|| file.to_string())?;
             let program = if v.get("program").is_some() {
                 v["program"].to_string()
             } else {
                 text
             };
             (
-                Program::from_json(&program).map_err(|e| format!("{file}: {e}"))?,
+                Program::from_json(&program).map_err(|e| anyhow!("{file}: {e}"))?,
                 format!("mlx-fuzz program {file}"),
             )
         }
-        _ => return Err("print <seed> <index>, or print <file.json>".into()),
+        _ => return Err(anyhow!("print <seed> <index>, or print <file.json>")),
     };
     if !python {
         print!("{}", cpp::print(&p, &title));
@@ -339,7 +339,7 @@ fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> 
         print!(
             "{}",
             mlx_fuzz::python::print(&p, &title)
-                .map_err(|why| format!("{title} has no Python form: {why}"))?
+                .map_err(|why| anyhow!("{title} has no Python form: {why}"))?
         );
     }
     Ok(())
@@ -348,11 +348,11 @@ fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> 
 /// Writes a shrunk finding as JSON, C++ and (if it has one) Python beside
 /// each other; returns the C++ file.
 fn keep(dir: &std::path::Path, stem: &str, p: &Program, title: &str) -> Result<PathBuf> {
-    std::fs::write(dir.join(format!("{stem}.json")), p.to_json()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{stem}.json")), p.to_json())?;
     let cpp_file = dir.join(format!("{stem}.cpp"));
-    std::fs::write(&cpp_file, cpp::print(p, title)).map_err(|e| e.to_string())?;
+    std::fs::write(&cpp_file, cpp::print(p, title))?;
     if let Ok(py) = mlx_fuzz::python::print(p, title) {
-        std::fs::write(dir.join(format!("{stem}.py")), py).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join(format!("{stem}.py")), py)?;
     }
     Ok(cpp_file)
 }
@@ -375,7 +375,7 @@ fn differential(budget: Budget) -> Result<()> {
         .join("fuzz")
         .join("differential")
         .join("findings");
-    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&out)?;
 
     let started = Instant::now();
     let budget = Duration::from_secs_f64(a.minutes * 60.0);
@@ -398,7 +398,7 @@ fn differential(budget: Budget) -> Result<()> {
                 }
                 differing.push((i, f));
             }
-        })?;
+        }).map_err(anyhow::Error::msg)?;
         next += count;
         eprintln!(
             "fuzz differential: {next} programs, {compared} run by both, {} differ, after {}",
@@ -452,7 +452,7 @@ pub fn check_differential(report: &std::path::Path) -> crate::workspace::Tally {
     if let Ok(line) = &result {
         println!("{line}");
     }
-    t.check(result.is_ok(), || result.unwrap_err());
+    t.check(result.is_ok(), || format!("{:#}", result.unwrap_err()));
     t
 }
 
@@ -464,12 +464,12 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
     let read = |v: &str| -> Result<Results> {
         let file = mlx_expectations::report::fuzz_slice(report, v);
         let text = std::fs::read_to_string(&file).map_err(|e| {
-            format!(
+            anyhow!(
                 "the fuzz slice recorded no results on {v} ({}: {e})",
                 file.display()
             )
         })?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
+        serde_json::from_str(&text).with_context(|| format!("{}", file.display()))
     };
     let (patched, pristine) = (read(Variant::PATCHED.name)?, read(Variant::PRISTINE.name)?);
     let (both, differ) = mlx_fuzz::oracle::differ_runs(&patched, &pristine);
@@ -479,7 +479,9 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
             .count()
     };
     if both == 0 {
-        return Err("the fuzz slice: no program ran on both variants, nothing compared".into());
+        return Err(anyhow!(
+            "the fuzz slice: no program ran on both variants, nothing compared"
+        ));
     }
     if !differ.is_empty() {
         let shown: Vec<String> = differ
@@ -487,7 +489,7 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
             .take(10)
             .map(|(i, d)| format!("program {i}: {d}"))
             .collect();
-        return Err(format!(
+        return Err(anyhow!(
             "the fuzz slice: {} of {both} programs came out otherwise on patched than on pristine (`cargo xtask fuzz print <seed> <index>`):\n  {}",
             differ.len(),
             shown.join("\n  ")
@@ -516,9 +518,10 @@ fn replay(variant: Variant, file: &std::path::Path) -> Result<()> {
     let (w, label) = worker(&a)?;
     let file = file.display();
     let p = Program::from_json(
-        &std::fs::read_to_string(file.to_string()).map_err(|e| format!("{file}: {e}"))?,
-    )?;
-    let e = w.run_program(&p)?;
+        &std::fs::read_to_string(file.to_string()).with_context(|| format!("{file}"))?,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let e = w.run_program(&p).map_err(anyhow::Error::msg)?;
     let findings = e.findings();
     println!(
         "{file} on {label}: {}",
@@ -549,7 +552,7 @@ pub fn run(f: FuzzArgs) -> Result<()> {
     crate::deps::install()?;
     let (w, label) = worker(&a)?;
     let out = target_dir()?.join("fuzz").join(&label);
-    std::fs::create_dir_all(out.join("findings")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out.join("findings"))?;
 
     let started = Instant::now();
     let budget = Duration::from_secs_f64(a.minutes * 60.0);
@@ -576,7 +579,8 @@ pub fn run(f: FuzzArgs) -> Result<()> {
                     first_of.push((f, e.index()));
                 }
             }
-        })?;
+        })
+        .map_err(anyhow::Error::msg)?;
         next += count;
         if last_report.elapsed() > Duration::from_secs(30) {
             eprintln!(

@@ -9,6 +9,7 @@
 
 use crate::python_env::{python_root, run_python, sha256_hex, venv_with};
 use crate::wheel::Wheels;
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
@@ -26,9 +27,9 @@ pub fn installed(python: &Path) -> Result<BTreeMap<String, String>> {
             "import importlib.metadata as m\nfor d in m.distributions(): print(d.metadata['Name'], d.version)",
         ])
         .output()
-        .map_err(|e| e.to_string())?;
+        ?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} cannot list its distributions: {}",
             python.display(),
             String::from_utf8_lossy(&out.stderr)
@@ -61,7 +62,7 @@ fn leftovers(python: &Path) -> Result<(Vec<String>, Vec<String>)> {
                  if p.name.startswith('mlx.'): print('file', p)",
         ])
         .output()
-        .map_err(|e| e.to_string())?;
+        ?;
     let mut files = Vec::new();
     let mut dirs = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -86,11 +87,10 @@ fn loaded_libmlx(python: &Path) -> Result<(String, String)> {
             mlx_patched::other_vars::PYTHONPATH,
             workspace_root().join("tests/python"),
         )
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || path.is_empty() || path.contains(' ') {
-        return Err(format!(
+        return Err(anyhow!(
             "import mlx.core in {}: {} ({path:?}) {}",
             python.display(),
             out.status,
@@ -100,7 +100,7 @@ fn loaded_libmlx(python: &Path) -> Result<(String, String)> {
                 .unwrap_or("")
         ));
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?;
+    let bytes = std::fs::read(&path).with_context(|| path.to_string())?;
     Ok((path, sha256_hex(&bytes)))
 }
 
@@ -118,9 +118,9 @@ pub fn libmlx_in_wheel(python: &Path, wheel: &Path) -> Result<String> {
             std::env::consts::DLL_SUFFIX
         ))
         .output()
-        .map_err(|e| e.to_string())?;
+        ?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} holds no mlx/lib/libmlx: {}",
             wheel.display(),
             String::from_utf8_lossy(&out.stderr)
@@ -208,10 +208,7 @@ fn files(w: &[PathBuf]) -> Vec<String> {
 pub fn check(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
     let fork = crate::python_env::build_wheel(Variant::PATCHED)?;
     let expectations = crate::workspace::expectations();
-    let fork_lib = libmlx_in_wheel(
-        &mlx_patched::Env::process().python().as_ref(),
-        &fork.library,
-    )?;
+    let fork_lib = libmlx_in_wheel(mlx_patched::Env::process().python().as_ref(), &fork.library)?;
     let fork_state = |what| Expected {
         what,
         version: &fork.version,
@@ -234,7 +231,7 @@ pub fn check(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
             let line =
                 format!("the paths between upstream's wheels and the fork's: skipped: {why}");
             println!("{line}");
-            rows.push(Row::note(format!("{line}")));
+            rows.push(Row::note(line.to_string()));
             return Ok(());
         }
     };
@@ -243,8 +240,7 @@ pub fn check(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
             "-c",
             "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')",
         ])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     let interpreter = String::from_utf8_lossy(&interpreter.stdout)
         .trim()
         .to_string();
@@ -254,12 +250,12 @@ pub fn check(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
             pin::WHEEL_PYTHON
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
         return Ok(());
     }
     let official_dir = official[0].parent().unwrap().display().to_string();
     let official_lib =
-        libmlx_in_wheel(&mlx_patched::Env::process().python().as_ref(), &official[1])?;
+        libmlx_in_wheel(mlx_patched::Env::process().python().as_ref(), &official[1])?;
     let upstream_state = |what| Expected {
         what,
         version: pin::UPSTREAM_VERSION,
@@ -358,8 +354,7 @@ pub fn type_check(
             .args(["-m", "mypy", "--no-incremental", "--cache-dir"])
             .arg(&cache)
             .arg(file)
-            .output()
-            .map_err(|e| e.to_string())?;
+            .output()?;
         Ok((
             out.status.success(),
             format!(
@@ -377,14 +372,13 @@ pub fn type_check(
         said.lines().last().unwrap_or("")
     );
     println!("{line}");
-    rows.push(Row::note(format!("{line}")));
+    rows.push(Row::note(line.to_string()));
     t.check(ok, || format!("{line}\n{said}"));
     let wrong = python_root()?.join("ill_typed.py");
     std::fs::write(
         &wrong,
         "import mlx.core as mx\n\ntotal: str = mx.sum(mx.zeros((2, 2)))\n",
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (ok, said) = mypy(&wrong)?;
     let caught =
         !ok && said.contains("Incompatible types in assignment") && said.contains("\"array\"");
@@ -411,7 +405,7 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<Row>, variant: Variant) -> Res
             .map(|f| {
                 std::fs::read(f)
                     .map(|b| sha256_hex(&b))
-                    .map_err(|e| format!("{}: {e}", f.display()))
+                    .with_context(|| format!("{}", f.display()))
             })
             .collect()
     };
@@ -426,7 +420,7 @@ pub fn reproducible(t: &mut Tally, rows: &mut Vec<Row>, variant: Variant) -> Res
             &b[..16]
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
         t.check(a == b, || line.clone());
     }
     Ok(())
@@ -453,8 +447,7 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<Row>, wheels: &Wheels) -> Res
         let out = Command::new(&python)
             .args(["-m", "auditwheel", "show", "--json"])
             .arg(w)
-            .output()
-            .map_err(|e| e.to_string())?;
+            .output()?;
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let tag = |k: &str| json[k].as_str().unwrap_or("").to_string();
         let outside: Vec<String> = json["external_libs"]
@@ -472,7 +465,7 @@ pub fn platform_tags(t: &mut Tally, rows: &mut Vec<Row>, wheels: &Wheels) -> Res
             size as f64 / 1048576.0
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
         let allowed: &[&str] = if frontend { &["libmlx.so"] } else { &[] };
         t.check(
             out.status.success()

@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// Prints a variant's install prefix, building it if needed.
 pub fn prefix(variant: Variant) -> Result<()> {
-    let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
+    let mlx = mlx_patched::build(variant, &options()?)?;
     println!("{}", mlx.prefix().display());
     Ok(())
 }
@@ -15,6 +15,6 @@ pub fn prefix(variant: Variant) -> Result<()> {
 pub fn mlx_tests(variant: Variant, doctest_args: &[String]) -> Result<()> {
     let mut opts = options()?;
     opts.tests = true;
-    let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
-    run(Command::new(&mlx.mlx_tests()).args(doctest_args))
+    let mlx = mlx_patched::build(variant, &opts)?;
+    run(Command::new(mlx.mlx_tests()).args(doctest_args))
 }

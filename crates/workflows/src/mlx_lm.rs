@@ -12,6 +12,7 @@
 //!   from the figures it measured, which it writes beside it.
 
 use crate::python_env::{python_root, sha256_hex, venv_with};
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result, Tally};
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions};
 use mlx_expectations::record::{parse_records, Record};
@@ -33,7 +34,7 @@ const SCRIPT: &str = "tests/python/model_server.py";
 /// that continue it.
 fn mlx_lm_requirement() -> Result<(String, String)> {
     let path = workspace_root().join(REQUIREMENTS);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     let mut block = String::new();
     let mut version = None;
     for line in text.lines() {
@@ -50,7 +51,7 @@ fn mlx_lm_requirement() -> Result<(String, String)> {
     }
     match version {
         Some(v) if block.contains("--hash=sha256:") => Ok((v, block)),
-        _ => Err(format!("{REQUIREMENTS} pins no mlx-lm with hashes")),
+        _ => Err(anyhow!("{REQUIREMENTS} pins no mlx-lm with hashes")),
     }
 }
 
@@ -68,7 +69,7 @@ pub fn environment(variant: Variant) -> Result<PathBuf> {
     let installed = crate::install_paths::installed(&python)?;
     for name in ["mlx", "mlx-cpu"] {
         if installed.get(name) != Some(&wheels.version) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{}: {name} is {:?}, not the {} build's {}",
                 python.display(),
                 installed.get(name),
@@ -92,9 +93,9 @@ fn sdist() -> Result<PathBuf> {
         return Ok(root);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)?;
     let req = dir.join("requirement.txt");
-    std::fs::write(&req, &requirement).map_err(|e| e.to_string())?;
+    std::fs::write(&req, &requirement)?;
     let python = python_root()?.join("build-venv/bin/python");
     let base = if python.is_file() {
         python
@@ -119,7 +120,7 @@ fn sdist() -> Result<PathBuf> {
             .arg("-r")
             .arg(&req),
     )
-    .map_err(|e| format!("cannot download mlx-lm {version}'s sdist: {e}"))?;
+    .with_context(|| format!("cannot download mlx-lm {version}'s sdist"))?;
     let archive = dir.join(format!("mlx_lm-{version}.tar.gz"));
     crate::workspace::run(
         Command::new("tar")
@@ -129,14 +130,14 @@ fn sdist() -> Result<PathBuf> {
             .arg(&dir),
     )?;
     if !root.join("tests").is_dir() {
-        return Err(format!("{} has no tests/", archive.display()));
+        return Err(anyhow!("{} has no tests/", archive.display()));
     }
-    std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
+    std::fs::write(&stamp, key)?;
     Ok(root)
 }
 
 fn compile_works() -> Result<()> {
-    mlx_patched::system::cpu_compile_works().map_err(|e| e.to_string())
+    Ok(mlx_patched::system::cpu_compile_works()?)
 }
 
 /// The libmlx a run loaded must be the one the variant's library wheel
@@ -146,11 +147,10 @@ pub(crate) fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -
     let venv = python
         .parent()
         .and_then(Path::parent)
-        .ok_or("no venv")?
-        .canonicalize()
-        .map_err(|e| e.to_string())?;
+        .context("no venv")?
+        .canonicalize()?;
     let [path] = loaded else {
-        return Err(format!(
+        return Err(anyhow!(
             "expected one libmlx loaded from {}, saw {loaded:?}",
             venv.display()
         ));
@@ -163,7 +163,7 @@ pub(crate) fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -
     )?;
     let same = std::fs::read(path).ok().map(|b| sha256_hex(&b)) == Some(want);
     if !path.starts_with(&venv) || !same {
-        return Err(format!(
+        return Err(anyhow!(
             "{}: loaded {} (in the environment: {}, the bytes of {}'s libmlx: {same})",
             variant.name,
             path.display(),
@@ -227,7 +227,7 @@ fn failures_alone(
         let out = pytest(variant, python, root, &results)?
             .arg(id)
             .output()
-            .map_err(|e| format!("cannot run pytest: {e}"))?;
+            .context("cannot run pytest")?;
         let text = std::fs::read_to_string(&results).unwrap_or_default();
         let outcome = text.lines().find_map(|l| {
             serde_json::from_str::<serde_json::Value>(l)
@@ -239,7 +239,7 @@ fn failures_alone(
             Some("passed") => {}
             Some("failed") => failed += 1,
             other => {
-                return Err(format!(
+                return Err(anyhow!(
                 "{id} alone on {} (run {run}) gave no result to compare ({other:?}, pytest {}): {}",
                 variant.name,
                 out.status,
@@ -287,7 +287,10 @@ fn side_by_side<T: Sync, R: Send>(
         let handles: Vec<_> = items.iter().map(|item| s.spawn(|| f(item))).collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow!("a thread panicked")))
+            })
             .collect()
     })
 }
@@ -309,12 +312,11 @@ fn run_suite(
         )
         .arg("tests")
         .output()
-        .map_err(|e| format!("cannot run pytest: {e}"))?;
+        .context("cannot run pytest")?;
     std::fs::write(
         &log,
         [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let text = std::fs::read_to_string(&results).unwrap_or_default();
     let mut suite = Suite::new();
     let mut running = None;
@@ -322,8 +324,8 @@ fn run_suite(
     let mut loaded = Vec::new();
     let mut imported = String::new();
     for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| format!("{}: {e}: {line}", results.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}: {line}", results.display()))?;
         let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
         match s("event").as_str() {
             "start" => running = Some(s("id")),
@@ -352,7 +354,7 @@ fn run_suite(
         }
     }
     if let Some(id) = running {
-        return Err(format!(
+        return Err(anyhow!(
             "mlx-lm's suite on {} died ({}) while running {id}; see {}",
             variant.name,
             out.status,
@@ -360,7 +362,7 @@ fn run_suite(
         ));
     }
     if suite.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "mlx-lm's suite on {} reported nothing ({}); see {}",
             variant.name,
             out.status,
@@ -370,7 +372,7 @@ fn run_suite(
     check_loaded(variant, python, &loaded)?;
     let venv = python.parent().and_then(Path::parent).unwrap_or(python);
     if !Path::new(&imported).starts_with(venv.canonicalize().unwrap_or(venv.to_path_buf())) {
-        return Err(format!(
+        return Err(anyhow!(
             "mlx-lm's suite on {} imported mlx_lm from {imported}, not from the environment",
             variant.name
         ));
@@ -388,10 +390,9 @@ fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<Reco
             mlx_patched::other_vars::TMPDIR,
             crate::python_env::kernel_tmp(variant, false)?,
         )
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} {args:?} on {} failed ({}):\n{}",
             script.display(),
             variant.name,
@@ -468,8 +469,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
             mlx_patched::other_vars::PYTHONPATH,
             workspace_root().join("tests/python"),
         )
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut lines = text.lines();
     let names = lines.next().unwrap_or("");
@@ -506,9 +506,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
         report.display().to_string(),
         format!("mlx-lm[cpu]=={version}"),
     ])?;
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report)?)?;
     let would: Vec<String> = json["install"]
         .as_array()
         .into_iter()
@@ -518,7 +516,7 @@ fn user_path(t: &mut Tally, rows: &mut Vec<Row>) -> Result<()> {
     let line =
         format!("`pip install mlx-lm[cpu]=={version}` over the fork would install: {would:?}");
     println!("{line}");
-    rows.push(Row::note(format!("{line}")));
+    rows.push(Row::note(line.to_string()));
     t.check(!would.iter().any(|n| n == "mlx" || n == "mlx-cpu"), || {
         line.clone()
     });
@@ -579,7 +577,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             deselected.1
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
         suites.push(suite);
     }
     let (pristine, patched) = (&suites[0], &suites[1]);
@@ -593,7 +591,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         let on_pristine = failures_alone(Variant::PRISTINE, &envs[0].1, &root, id, RERUNS)?;
         let line = format!("mlx-lm's {id}: alone, failed {on_patched} of {RERUNS} runs on patched and {on_pristine} of {RERUNS} on pristine");
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
         if regression(on_patched, on_pristine) {
             lost.push(id);
         }
@@ -608,10 +606,9 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         .iter()
         .find(|(_, (o, _))| o == "passed")
         .map(|(id, _)| id.clone())
-        .ok_or("no mlx-lm test passed on patched")?;
+        .context("no mlx-lm test passed on patched")?;
     let lib =
-        mlx_patched::probes::abort_at_exit_library(&python_root()?.join(Variant::PATCHED.name))
-            .map_err(|e| e.to_string())?;
+        mlx_patched::probes::abort_at_exit_library(&python_root()?.join(Variant::PATCHED.name))?;
     let results = python_root()?
         .join(Variant::PATCHED.name)
         .join("mlx-lm-aborted.jsonl");
@@ -620,7 +617,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         .arg(&one)
         .env(mlx_patched::probes::PRELOAD, &lib)
         .output()
-        .map_err(|e| format!("cannot run pytest: {e}"))?;
+        .context("cannot run pytest")?;
     let passed_alone = std::fs::read_to_string(&results)
         .unwrap_or_default()
         .lines()
@@ -676,7 +673,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
                         .into_iter()
                         .map(|h| {
                             h.join()
-                                .unwrap_or_else(|_| Err("a runner thread panicked".into()))
+                                .unwrap_or_else(|_| Err(anyhow!("a runner thread panicked")))
                         })
                         .collect()
                 });
@@ -717,14 +714,14 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             let r = records
                 .iter()
                 .find(|r| r.kind == "numerics")
-                .ok_or_else(|| format!("no numerics record from {}", v.name))?;
+                .with_context(|| format!("no numerics record from {}", v.name))?;
             let line = format!(
                 "mlx-lm {arch} logits on {}: compiled against eager, largest difference {}",
                 v.name,
                 r.value("max_abs_diff").unwrap_or("?")
             );
             println!("{line}");
-            rows.push(Row::note(format!("{line}")));
+            rows.push(Row::note(line.to_string()));
             seen.push((
                 r.value("eager").unwrap_or("").to_string(),
                 r.value("compiled").unwrap_or("").to_string(),
@@ -755,7 +752,7 @@ pub fn check_cmd() -> Result<()> {
     println!("mlx-lm-check: {passed} passed, {} failed", failures.len());
     match failures.is_empty() {
         true => Ok(()),
-        false => Err(format!("{} mlx-lm checks failed", failures.len())),
+        false => Err(anyhow!("{} mlx-lm checks failed", failures.len())),
     }
 }
 
@@ -773,7 +770,7 @@ pub fn curve_cmd() -> Result<()> {
     let cell = SERVER_CELLS
         .iter()
         .find(|c| c.arch == arch && c.workload == workload)
-        .ok_or("the curve's cell is not among SERVER_CELLS")?;
+        .context("the curve's cell is not among SERVER_CELLS")?;
     let mut series = Vec::new();
     let mut failures = Vec::new();
     let mut weights = 0;
@@ -802,7 +799,7 @@ pub fn curve_cmd() -> Result<()> {
         let per_cycle = cycles_of(&records, "retained_bytes");
         let expect = cell.expect(expectations.verdict(&v));
         if let Err(e) = ServerCell::judge(expect, weights, std::slice::from_ref(&per_cycle)) {
-            failures.push(format!("{}: {e}", v.name));
+            failures.push(format!("{}: {e:#}", v.name));
         }
         println!(
             "{} ({} of weights): {} retained after {cycles} cycles",
@@ -831,20 +828,20 @@ pub fn curve_cmd() -> Result<()> {
         }
         tsv.push('\n');
     }
-    std::fs::write(&data, tsv).map_err(|e| e.to_string())?;
+    std::fs::write(&data, tsv)?;
     let svg = workspace_root().join("docs/leak-curve.svg");
     draw(&svg, &series, weights)?;
     println!("wrote {} and {}", svg.display(), data.display());
     match failures.is_empty() {
         true => Ok(()),
-        false => Err(failures.join("; ")),
+        false => Err(anyhow!(failures.join("; "))),
     }
 }
 
 /// Retained MiB against cycle, one line per variant.
 fn draw(path: &Path, series: &[(&str, Vec<i64>)], weights: i64) -> Result<()> {
     use plotters::prelude::*;
-    let e = |e: &dyn std::fmt::Display| e.to_string();
+    let e = |e: &dyn std::fmt::Display| anyhow!("cannot draw {}: {e}", path.display());
     let cycles = series.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u32;
     let top = series
         .iter()

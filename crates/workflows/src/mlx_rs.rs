@@ -10,6 +10,7 @@
 //!   - mlx-rs 0.33.0's own unit and integration tests, from the published
 //!     package: nothing that passes on pristine may fail on patched.
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions};
 use mlx_expectations::record::parse_records;
@@ -23,7 +24,7 @@ use std::process::Command;
 
 /// The patched prefix, built if needed.
 fn prefix_of(variant: Variant) -> Result<Artifacts> {
-    mlx_patched::build(variant, &crate::workspace::options()?).map_err(|e| e.to_string())
+    Ok(mlx_patched::build(variant, &crate::workspace::options()?)?)
 }
 
 pub fn print_setup() -> Result<()> {
@@ -73,10 +74,10 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
     }
     let out = cmd
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        .with_context(|| format!("cannot run {}", exe.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} {args:?} failed ({}):\n{stdout}{}",
             exe.display(),
             out.status,
@@ -90,11 +91,11 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
     for r in parse_records(&stdout).iter().filter(|r| r.kind == "cycle") {
         run.retained.push(
             r.number("retained_bytes")
-                .ok_or(format!("no retained_bytes in {r:?}"))?,
+                .with_context(|| format!("no retained_bytes in {r:?}"))?,
         );
         run.digests.push(
             r.value("digest")
-                .ok_or(format!("no digest in {r:?}"))?
+                .with_context(|| format!("no digest in {r:?}"))?
                 .to_string(),
         );
     }
@@ -175,40 +176,39 @@ fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
     let from = workspace_root().join("tests").join(name);
     let copy = target_dir()?.join(format!("{name}-vendored"));
     let _ = std::fs::remove_dir_all(&copy);
-    std::fs::create_dir_all(copy.join(".cargo")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(copy.join(".cargo"))?;
     for f in files {
         let (a, b) = (from.join(f), copy.join(f));
         if a.is_dir() {
-            mlx_patched::copy_tree(&a, &b).map_err(|e| e.to_string())?;
+            mlx_patched::copy_tree(&a, &b)?;
         } else {
-            std::fs::copy(&a, &b).map_err(|e| format!("{}: {e}", a.display()))?;
+            std::fs::copy(&a, &b).with_context(|| format!("{}", a.display()))?;
         }
     }
-    let manifest = std::fs::read_to_string(from.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    let manifest = std::fs::read_to_string(from.join("Cargo.toml"))?;
     let sys = workspace_root().join("crates/mlx-sys");
     let patched = manifest.replace(
         "\"../../crates/mlx-sys\"",
         &format!("{:?}", sys.display().to_string()),
     );
     if patched == manifest {
-        return Err(format!(
+        return Err(anyhow!(
             "tests/{name}/Cargo.toml has no `[patch]` path ../../crates/mlx-sys"
         ));
     }
-    std::fs::write(copy.join("Cargo.toml"), patched).map_err(|e| e.to_string())?;
+    std::fs::write(copy.join("Cargo.toml"), patched)?;
     let out = cargo()
         .current_dir(&copy)
         .args(["vendor", "--locked", "vendor"])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "cargo vendor in {}: {}",
             copy.display(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    std::fs::write(copy.join(".cargo/config.toml"), &out.stdout).map_err(|e| e.to_string())?;
+    std::fs::write(copy.join(".cargo/config.toml"), &out.stdout)?;
     Ok(copy)
 }
 
@@ -253,10 +253,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32,
         let trials = mlx_expectations::RACE.mlx_rs_trials.to_string();
         let mut leaked = Vec::new();
         for _ in 0..mlx_expectations::RACE.processes {
-            let out = Command::new(&exe)
-                .args(["--race", &trials])
-                .output()
-                .map_err(|e| e.to_string())?;
+            let out = Command::new(&exe).args(["--race", &trials]).output()?;
             let stdout = String::from_utf8_lossy(&out.stdout);
             let k = parse_records(&stdout)
                 .iter()
@@ -265,7 +262,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32,
             match k {
                 Some(k) if out.status.success() => leaked.push(k),
                 _ => {
-                    return Err(format!(
+                    return Err(anyhow!(
                         "mlx-rs {} --race failed ({}):\n{stdout}{}",
                         variant.name,
                         out.status,
@@ -292,10 +289,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32,
                 if mlx_expectations::RACE.shows_on(variant.name) { "some in at least one process" } else { "none" }
             ));
         }
-        let shims = Command::new(&exe)
-            .arg("--shims")
-            .output()
-            .map_err(|e| e.to_string())?;
+        let shims = Command::new(&exe).arg("--shims").output()?;
         let text = String::from_utf8_lossy(&shims.stdout);
         print!(
             "{}",
@@ -345,7 +339,7 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32,
     let (patched, mlx) = variants
         .iter()
         .find(|(v, _)| *v == Variant::PATCHED)
-        .ok_or("no patched variant")?;
+        .context("no patched variant")?;
     let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
     let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
     let cpp = cpp.map(|r| r.digests).unwrap_or_default();
@@ -415,18 +409,17 @@ fn run_suite_with(
         "mlx-rs",
         "0.33.0",
         false,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let origin = src.join(".copied-from");
     let from = package.display().to_string();
     if std::fs::read_to_string(&origin).ok().as_deref() != Some(from.as_str()) {
         let _ = std::fs::remove_dir_all(&src);
-        mlx_patched::copy_tree(&package, &src).map_err(|e| e.to_string())?;
+        mlx_patched::copy_tree(&package, &src)?;
         // A workspace of its own: the copy may sit inside this one (target/).
         let manifest = src.join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
-        std::fs::write(&manifest, text + "\n[workspace]\n").map_err(|e| e.to_string())?;
-        std::fs::write(&origin, &from).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(&manifest)?;
+        std::fs::write(&manifest, text + "\n[workspace]\n")?;
+        std::fs::write(&origin, &from)?;
     }
     let sys = workspace_root().join("crates/mlx-sys");
     let mut test = cargo();
@@ -452,7 +445,7 @@ fn run_suite_with(
                 .join(format!("suite-{}", variant.name)),
         )
         // The test binaries have no rpath of their own.
-        .var(mlx_patched::other_vars::LIBRARY_PATH, &mlx.lib_dir());
+        .var(mlx_patched::other_vars::LIBRARY_PATH, mlx.lib_dir());
     for (k, v) in sys_env(variant, mlx)? {
         test.var(k, v);
     }
@@ -478,19 +471,16 @@ fn run_suite_with(
             ""
         }
     );
-    let out = test
-        .output()
-        .map_err(|e| format!("cannot run cargo test for mlx-rs: {e}"))?;
+    let out = test.output().context("cannot run cargo test for mlx-rs")?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     std::fs::write(
         target_dir()?.join("mlx-rs").join(log),
         format!("{stdout}\n{stderr}"),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let results = suite_results(&stdout);
     if results.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "mlx-rs's tests did not run on {} ({}):\n{}",
             variant.name,
             out.status,
@@ -635,9 +625,8 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
         .iter()
         .find(|(_, o)| *o == "ok")
         .map(|(n, _)| n.clone())
-        .ok_or("no mlx-rs test passed on patched")?;
-    let lib = mlx_patched::probes::abort_at_exit_library(&target_dir()?.join("mlx-rs"))
-        .map_err(|e| e.to_string())?;
+        .context("no mlx-rs test passed on patched")?;
+    let lib = mlx_patched::probes::abort_at_exit_library(&target_dir()?.join("mlx-rs"))?;
     let aborted = run_suite_with(
         Variant::PATCHED,
         &variants[1].1,
@@ -733,7 +722,7 @@ fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     let direct = Command::new(&exe)
         .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        .with_context(|| format!("cannot run {}", exe.display()))?;
     let said = String::from_utf8_lossy(&direct.stdout).to_string();
     println!(
         "{} run directly: {} {}",
@@ -757,18 +746,14 @@ fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         },
     );
     if cfg!(target_os = "linux") {
-        let elf = Command::new("readelf")
-            .arg("-d")
-            .arg(&exe)
-            .output()
-            .map_err(|e| e.to_string())?;
+        let elf = Command::new("readelf").arg("-d").arg(&exe).output()?;
         let needed = String::from_utf8_lossy(&elf.stdout).to_string();
         t.check(elf.status.success() && !needed.contains("libmlx"), || {
             format!("{} needs a shared libmlx: {needed}", exe.display())
         });
     }
     for args in [&["run", "--quiet"][..], &["test", "--quiet"][..]] {
-        let out = project(args).output().map_err(|e| e.to_string())?;
+        let out = project(args).output()?;
         t.check(out.status.success(), || {
             format!(
                 "cargo {} in tests/mlx-sys-dependent: {}\n{}{}",
@@ -779,7 +764,7 @@ fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             )
         });
     }
-    let again = project(&["build"]).output().map_err(|e| e.to_string())?;
+    let again = project(&["build"]).output()?;
     let stderr = String::from_utf8_lossy(&again.stderr).to_string();
     t.check(
         again.status.success() && !stderr.contains("warning"),
@@ -833,7 +818,7 @@ pub fn check_cmd() -> Result<()> {
     crate::deps::install()?;
     let (_, failed) = check(&mut Vec::new())?;
     if failed > 0 {
-        return Err(format!("{failed} mlx-rs checks failed"));
+        return Err(anyhow!("{failed} mlx-rs checks failed"));
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! Without a reachable package index the check is skipped, saying so.
 
 use crate::workspace::Result;
+use crate::workspace::{anyhow, Context};
 use mlx_patched::pin;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
     {
         // Not a skip: without pip nothing can be compared, and every other
         // check of the suite needs pip too.
-        return Err(format!(
+        return Err(anyhow!(
             "provenance: {} has no pip (Debian: apt-get install python3-pip)",
             python.to_string_lossy()
         ));
@@ -116,7 +117,7 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
         let digest = sha256_of(file)?;
         if let Some(want) = &wheel.sha256 {
             if &digest != want {
-                return Err(format!(
+                return Err(anyhow!(
                     "{} has sha256 {digest}, the pin says {want}",
                     file.display()
                 ));
@@ -128,10 +129,9 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
             .args(["-m", "zipfile", "-e"])
             .arg(file)
             .arg(&unpacked)
-            .output()
-            .map_err(|e| e.to_string())?;
+            .output()?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "cannot unpack {}: {}",
                 file.display(),
                 String::from_utf8_lossy(&out.stderr)
@@ -144,7 +144,9 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
         ));
     }
     if findings.headers_same + findings.python_same == 0 && findings.identical() {
-        return Err("the official wheels hold no header and no Python file to compare".into());
+        return Err(anyhow!(
+            "the official wheels hold no header and no Python file to compare"
+        ));
     }
     Ok(Outcome::Checked(findings))
 }
@@ -174,7 +176,7 @@ pub fn official_wheels() -> Result<std::result::Result<Vec<PathBuf>, String>> {
     for (w, f) in wheels.iter().zip(&files) {
         let digest = sha256_of(f)?;
         if Some(&digest) != w.sha256.as_ref() {
-            return Err(format!(
+            return Err(anyhow!(
                 "{} has sha256 {digest}, the pin says {:?}",
                 f.display(),
                 w.sha256
@@ -214,7 +216,7 @@ fn fetch(
     if have_all {
         return Ok(Ok(present(dir)));
     }
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir)?;
     let mut reqs = String::new();
     for w in wheels {
         match &w.sha256 {
@@ -223,7 +225,7 @@ fn fetch(
         }
     }
     let reqs_file = dir.join("requirements.txt");
-    std::fs::write(&reqs_file, reqs).map_err(|e| e.to_string())?;
+    std::fs::write(&reqs_file, reqs)?;
     let out = Command::new(python)
         .args([
             "-m",
@@ -254,7 +256,7 @@ fn fetch(
         .arg("-r")
         .arg(&reqs_file)
         .output()
-        .map_err(|e| format!("cannot run pip: {e}"))?;
+        .context("cannot run pip")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         if UNREACHABLE.iter().any(|w| stderr.contains(w)) {
@@ -262,7 +264,7 @@ fn fetch(
                 "the package index is out of reach (pip could not connect)".into(),
             ));
         }
-        return Err(format!(
+        return Err(anyhow!(
             "pip could not fetch the official MLX {version} wheels:\n{}",
             stderr.trim_end()
         ));
@@ -270,7 +272,7 @@ fn fetch(
     let files = present(dir);
     for f in &files {
         if !f.is_file() {
-            return Err(format!(
+            return Err(anyhow!(
                 "pip did not leave {} (wheels for {} may not exist for this release)",
                 f.display(),
                 pin::WHEEL_PLATFORM
@@ -282,7 +284,7 @@ fn fetch(
 
 fn sha256_of(path: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(format!("{:x}", Sha256::digest(&bytes)))
 }
 
@@ -292,9 +294,9 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
     let mut stack = vec![unpacked.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in
-            std::fs::read_dir(&dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
         {
-            let path = entry.map_err(|e| e.to_string())?.path();
+            let path = entry?.path();
             if path.is_dir() {
                 stack.push(path);
                 continue;
@@ -313,9 +315,7 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
             let shown = format!("mlx/{}", rel.display());
             match std::fs::read(&in_tree) {
                 Err(_) => findings.missing.push(shown),
-                Ok(bytes) if bytes != std::fs::read(&path).map_err(|e| e.to_string())? => {
-                    findings.differing.push(shown)
-                }
+                Ok(bytes) if bytes != std::fs::read(&path)? => findings.differing.push(shown),
                 Ok(_) if is_header => findings.headers_same += 1,
                 Ok(_) => findings.python_same += 1,
             }
@@ -330,7 +330,7 @@ fn compare(unpacked: &Path, tree: &Path, findings: &mut Findings) -> Result<()> 
 pub fn run() -> Result<()> {
     let t = check_tree()?;
     match t.failures.first() {
-        Some(f) => Err(f.clone()),
+        Some(f) => Err(anyhow!(f.clone())),
         None => Ok(()),
     }
 }
@@ -340,9 +340,9 @@ pub fn run() -> Result<()> {
 /// when pip cannot reach the index (said).
 pub fn check_tree() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
-    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let upstream = mlx_patched::upstream(&opts)?;
     let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
-    let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
+    let version = mlx_patched::version_of(&upstream.dir)?;
     let dir = crate::workspace::target_dir()?
         .join("provenance")
         .join(&version);

@@ -5,6 +5,7 @@
 use crate::python_env::{
     build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
 };
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
 use mlx_expectations::outcomes::{by_word, regressions};
 use mlx_expectations::record::{parse_records, Record};
@@ -40,23 +41,21 @@ fn mlx_suite(
         .arg(tree.join("python/tests"))
         .var(mlx_patched::other_vars::DEVICE, "cpu")
         .var(mlx_patched::other_vars::TMPDIR, tmp)
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     std::fs::write(
         log,
         [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (results, running) = suite_results(&suite_events(&String::from_utf8_lossy(&out.stdout))?);
     if let Some(id) = running {
-        return Err(format!(
+        return Err(anyhow!(
             "MLX's Python suite died ({}) while running {id}; see {}",
             out.status,
             log.display()
         ));
     }
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "MLX's Python suite exited with {} after {} results; see {}",
             out.status,
             results.len(),
@@ -64,7 +63,7 @@ fn mlx_suite(
         ));
     }
     if results.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "MLX's Python suite reported nothing ({}); see {}",
             out.status,
             log.display()
@@ -123,7 +122,7 @@ fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
     let mut events = Vec::new();
     for line in stdout.lines().filter(|l| l.starts_with('{')) {
         let v: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| format!("bad line from the suite runner ({e}): {line}"))?;
+            .with_context(|| format!("bad line from the suite runner: {line}"))?;
         let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
         events.push(SuiteEvent {
             event: s("event"),
@@ -173,20 +172,22 @@ fn repeat_tests(
             .args(["--hang-after", &hang_after.as_secs().to_string()])
             .arg(id.as_str())
             .var(mlx_patched::other_vars::DEVICE, "cpu")
-            .output()
-            .map_err(|e| e.to_string())?;
+            .output()?;
         let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;
         let Some(e) = events.iter().find(|e| e.event == "repeat" && &e.id == *id) else {
-            return Err(format!(
+            return Err(anyhow!(
                 "repeating {id} reported nothing ({}): {}",
                 out.status,
                 String::from_utf8_lossy(&out.stderr)
             ));
         };
         if !out.status.success() || e.unjudged > 0 || (!e.hung && e.runs != u64::from(times)) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{id} alone: {} of {} runs gave no result to compare ({}; {})",
-                e.unjudged, e.runs, e.detail, out.status
+                e.unjudged,
+                e.runs,
+                e.detail,
+                out.status
             ));
         }
         found.insert(
@@ -334,14 +335,10 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         );
         if c == Cell::REPORT {
             let cpp = crate::demo::cpp_probe(
-                &mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)
-                    .map_err(|e| e.to_string())?,
+                &mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?,
                 "leak_scenario",
             )?;
-            let cpp_out = Command::new(cpp)
-                .args(["--cycles", "1"])
-                .output()
-                .map_err(|e| e.to_string())?;
+            let cpp_out = Command::new(cpp).args(["--cycles", "1"]).output()?;
             let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout))
                 .first()
                 .and_then(|r| r.value("digest").map(String::from))
@@ -385,7 +382,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
                 *retained.first().unwrap_or(&0) as f64 / 1048576.0
             );
             println!("{note}");
-            rows.push(Row::note(format!("{note}")));
+            rows.push(Row::note(note.to_string()));
             let want_traces: i64 = shapes.parse().unwrap();
             expect(
                 !traces.is_empty() && traces.iter().all(|&t| t == want_traces),
@@ -398,13 +395,13 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     // The fuzzer's kept findings, as Python scripts where Python can show
     // them: each must fail (an error, a leak, a crash) on the control and run
     // clean where its fix is applied, as the worker's replay does in C++.
-    let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))?;
-    let series = mlx_patched::patch::names(
-        &mlx_patched::patch::fix_series(&crate::workspace::options()?.patches_dir)
-            .map_err(|e| e.to_string())?,
-    );
+    let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))
+        .map_err(anyhow::Error::msg)?;
+    let series = mlx_patched::patch::names(&mlx_patched::patch::fix_series(
+        &crate::workspace::options()?.patches_dir,
+    )?);
     let scripts = python_root()?.join("fuzz-findings");
-    std::fs::create_dir_all(&scripts).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&scripts)?;
     for k in &kept {
         let stem = k
             .file
@@ -425,7 +422,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             Ok(text) => text,
         };
         let file = scripts.join(format!("{stem}.py"));
-        std::fs::write(&file, script).map_err(|e| e.to_string())?;
+        std::fs::write(&file, script)?;
         for (v, python) in &pythons {
             let with: &[String] = if v.name == Variant::PRISTINE.name {
                 &[]
@@ -433,10 +430,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
                 &series
             };
             let show = k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed);
-            let out = Command::new(python)
-                .arg(&file)
-                .output()
-                .map_err(|e| e.to_string())?;
+            let out = Command::new(python).arg(&file).output()?;
             let said = String::from_utf8_lossy(&out.stdout);
             let said = said.lines().last().unwrap_or("").to_string();
             println!(
@@ -479,14 +473,13 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     // second time would cost about three minutes on 2 cores.
     let mut suites = BTreeMap::new();
     for (v, python) in pythons.iter().rev() {
-        let mlx =
-            mlx_patched::build(*v, &crate::workspace::options()?).map_err(|e| e.to_string())?;
+        let mlx = mlx_patched::build(*v, &crate::workspace::options()?)?;
         let cache = kernel_tmp(*v, true)?;
         let seeded = if *v == Variant::PATCHED {
             String::new()
         } else {
             let built = kernel_tmp(Variant::PATCHED, false)?;
-            mlx_patched::copy_tree(&built, &cache).map_err(|e| e.to_string())?;
+            mlx_patched::copy_tree(&built, &cache)?;
             format!(", from the kernels patched built ({})", built.display())
         };
         eprintln!(
@@ -494,7 +487,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             v.name
         );
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.insert(v.name, mlx_suite(python, &mlx.source_dir(), &log, &cache)?);
+        suites.insert(v.name, mlx_suite(python, mlx.source_dir(), &log, &cache)?);
     }
     let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
         r.values().filter(|(x, _)| x == o).count()
@@ -516,7 +509,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             count(r, "xfail")
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
     }
     for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
         let line = format!(
@@ -524,7 +517,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
             flaky(r)
         );
         println!("{line}");
-        rows.push(Row::note(format!("{line}")));
+        rows.push(Row::note(line.to_string()));
     }
     let (pristine, patched) = (
         &suites[Variant::PRISTINE.name],
@@ -554,13 +547,11 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     let mut only_patched = Vec::new();
     if !unexplained.is_empty() {
         let (_, python) = &pythons[0];
-        let tree = mlx_patched::build(Variant::PRISTINE, &crate::workspace::options()?)
-            .map_err(|e| e.to_string())?
+        let tree = mlx_patched::build(Variant::PRISTINE, &crate::workspace::options()?)?
             .source_dir()
             .to_path_buf();
         let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS, HANG_AFTER)?;
-        let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)
-            .map_err(|e| e.to_string())?
+        let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?
             .source_dir()
             .to_path_buf();
         let on_patched = repeat_tests(
@@ -639,7 +630,7 @@ pub fn check_cmd() -> Result<()> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("{} Python checks failed", failures.len()))
+        Err(anyhow!("{} Python checks failed", failures.len()))
     }
 }
 
@@ -737,7 +728,7 @@ mod tests {
         std::fs::remove_file(tests.join("test_hang.py")).unwrap();
 
         std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
-        let err = mlx_suite(python, &dir, &log, &dir).unwrap_err();
+        let err = mlx_suite(python, &dir, &log, &dir).unwrap_err().to_string();
         assert!(
             err.contains("while running test_fake.T.test_b_crash"),
             "{err}"

@@ -9,6 +9,7 @@
 //! * `cargo xtask wheel`: the installable `mlx` and `mlx-cpu` wheels of the
 //!   patched variant (`crate::wheel`); prints their paths, one per line.
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{run, target_dir, workspace_root, Result};
 use mlx_patched::{Artifacts, Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
@@ -43,9 +44,9 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
             .args(["-m", "venv"])
             .arg(venv)
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", base.to_string_lossy()))?;
+            .with_context(|| format!("cannot run {}", base.to_string_lossy()))?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "cannot create a virtual environment with {}: {}\n(Debian/Ubuntu: apt-get install python3-venv python3-dev)",
                 base.to_string_lossy(),
                 String::from_utf8_lossy(&out.stderr)
@@ -54,11 +55,10 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
     }
     let mut key = mlx_patched::Fingerprint::new("venv 1");
     for r in requirements {
-        key.file(&workspace_root().join(r))
-            .map_err(|e| e.to_string())?;
+        key.file(&workspace_root().join(r))?;
     }
     for e in extra {
-        key.file(e).map_err(|e| e.to_string())?;
+        key.file(e)?;
     }
     let stamp = venv.join("installed.sha256");
     let key = key.finish();
@@ -92,7 +92,7 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
         .args(extra);
         run(&mut pip)?;
     }
-    std::fs::write(&stamp, key).map_err(|e| e.to_string())?;
+    std::fs::write(&stamp, key)?;
     Ok(python)
 }
 
@@ -122,17 +122,17 @@ fn nanobind_pinned(requirements: &str) -> Option<String> {
 /// pin to move instead.
 fn check_nanobind(mlx: &Artifacts) -> Result<()> {
     let lists = mlx.source_dir().join("CMakeLists.txt");
-    let tree = std::fs::read_to_string(&lists).map_err(|e| format!("{}: {e}", lists.display()))?;
+    let tree = std::fs::read_to_string(&lists).with_context(|| format!("{}", lists.display()))?;
     let reqs = workspace_root().join(BUILD_REQUIREMENTS);
-    let pinned = std::fs::read_to_string(&reqs).map_err(|e| format!("{}: {e}", reqs.display()))?;
+    let pinned = std::fs::read_to_string(&reqs).with_context(|| format!("{}", reqs.display()))?;
     match (nanobind_of_tree(&tree), nanobind_pinned(&pinned)) {
         (Some(want), Some(have)) if want == have => Ok(()),
-        (Some(want), Some(have)) => Err(format!(
+        (Some(want), Some(have)) => Err(anyhow!(
             "{} fetches nanobind {want}, but {BUILD_REQUIREMENTS} pins nanobind=={have}: pin nanobind=={want} there, with its hash, to build this tree's Python bindings",
             lists.display()
         )),
-        (None, _) => Err(format!("{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need", lists.display())),
-        (_, None) => Err(format!("{BUILD_REQUIREMENTS} pins no nanobind")),
+        (None, _) => Err(anyhow!("{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need", lists.display())),
+        (_, None) => Err(anyhow!("{BUILD_REQUIREMENTS} pins no nanobind")),
     }
 }
 
@@ -145,10 +145,9 @@ pub(crate) fn build_target() -> Result<PythonTarget> {
     )?;
     let out = Command::new(&python)
         .args(["-m", "nanobind", "--cmake_dir"])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "nanobind is not usable in {}: {}",
             python.display(),
             String::from_utf8_lossy(&out.stderr)
@@ -185,13 +184,13 @@ pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
 /// Builds both wheels of `variant` (bindings, package, library) again.
 pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
     let opts = crate::workspace::options()?;
-    let mlx = mlx_patched::build(variant, &opts).map_err(|e| e.to_string())?;
+    let mlx = mlx_patched::build(variant, &opts)?;
     check_nanobind(&mlx)?;
     let target = build_target()?;
-    let bindings = mlx_patched::build_bindings(&mlx, &target, &opts).map_err(|e| e.to_string())?;
+    let bindings = mlx_patched::build_bindings(&mlx, &target, &opts)?;
     let dir = python_root()?.join(variant.name);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let _lock = mlx_patched::lock_file(&dir.join("wheel.lock")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)?;
+    let _lock = mlx_patched::lock_file(&dir.join("wheel.lock"))?;
     crate::wheel::pack_wheels(variant, &mlx, &bindings, &target, &dir)
 }
 
@@ -208,7 +207,7 @@ pub fn python_for(variant: Variant) -> Result<PathBuf> {
 pub fn python_cmd(variant: Variant) -> Result<()> {
     crate::deps::install()?;
     if variant.base.is_some() {
-        return Err(format!(
+        return Err(anyhow!(
             "{variant} is built on another variant's build and has no Python bindings of its own"
         ));
     }
@@ -244,9 +243,9 @@ fn extract_script(report: &str) -> Option<String> {
 /// The script to run, with a statement of where its identity comes from.
 pub(crate) fn report_script() -> Result<(PathBuf, String)> {
     let copy = workspace_root().join("tests/python/report.py");
-    let bytes = std::fs::read(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let bytes = std::fs::read(&copy).with_context(|| format!("{}", copy.display()))?;
     if sha256_hex(&bytes) != REPORT_SCRIPT_SHA256 {
-        return Err(format!(
+        return Err(anyhow!(
             "{} is not the report's script: its sha256 is {}, expected {REPORT_SCRIPT_SHA256}",
             copy.display(),
             sha256_hex(&bytes)
@@ -268,7 +267,7 @@ pub(crate) fn report_script() -> Result<(PathBuf, String)> {
             format!("byte-identical to the script in {}", path.display())
         }
         Some((path, _)) => {
-            return Err(format!(
+            return Err(anyhow!(
                 "tests/python/report.py differs from the script in {}",
                 path.display()
             ))
@@ -287,10 +286,9 @@ pub(crate) fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<
         .arg(script)
         .args(args)
         .current_dir(script.parent().unwrap())
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} {} {args:?} failed ({}):\n{}",
             python.display(),
             script.display(),
@@ -310,7 +308,7 @@ pub(crate) fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
     if empty {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
     Ok(dir)
 }
 

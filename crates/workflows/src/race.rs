@@ -1,6 +1,7 @@
 //! `cargo xtask race`: the release race at length, the slow counterpart of
 //! `tests/release_race.rs` (the same probe and scenarios, many more trials).
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{options, Result};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::RACE;
@@ -30,7 +31,7 @@ pub fn run(a: RaceArgs) -> Result<()> {
         processes,
     } = a;
     let per_process = trials.div_ceil(processes);
-    let mlx = mlx_patched::build(variant, &options()?).map_err(|e| e.to_string())?;
+    let mlx = mlx_patched::build(variant, &options()?)?;
     let exe = crate::demo::cpp_probe(&mlx, "release_race")?;
     let started = Instant::now();
     // Scenario -> (trials, leaked), and the processes that leaked at all.
@@ -41,10 +42,10 @@ pub fn run(a: RaceArgs) -> Result<()> {
         let out = Command::new(&exe)
             .arg(per_process.to_string())
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+            .with_context(|| format!("cannot run {}", exe.display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "{} failed in process {p} ({}):\n{stdout}{}",
                 exe.display(),
                 out.status,
@@ -66,7 +67,7 @@ pub fn run(a: RaceArgs) -> Result<()> {
         );
     }
     if totals.len() != RACE.scenarios {
-        return Err(format!(
+        return Err(anyhow!(
             "the probe ran {} scenarios, expected {}",
             totals.len(),
             RACE.scenarios
@@ -84,7 +85,7 @@ pub fn run(a: RaceArgs) -> Result<()> {
         mlx_patched::progress::elapsed(started.elapsed())
     );
     if !RACE.shows_on(variant.name) && leaked > 0 {
-        return Err(format!(
+        return Err(anyhow!(
             "{}: concurrent releases orphaned groups",
             variant.name
         ));

@@ -22,6 +22,7 @@
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
 use crate::workspace::git;
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
@@ -57,7 +58,7 @@ fn parse(r: RebaseArgs) -> Result<Args> {
     let series = match r.series {
         Some(dir) => Some(
             dir.canonicalize()
-                .map_err(|e| format!("--series {}: {e}", dir.display()))?,
+                .with_context(|| format!("--series {}", dir.display()))?,
         ),
         None => None,
     };
@@ -82,7 +83,7 @@ enum Replay {
 /// file keeping the name of the patch it refreshes.
 fn write_refreshed(repo: &Path, series: &[PathBuf], out: &Path) -> Result<()> {
     let _ = std::fs::remove_dir_all(out);
-    std::fs::create_dir_all(out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(out)?;
     if series.is_empty() {
         return Ok(());
     }
@@ -99,9 +100,9 @@ fn write_refreshed(repo: &Path, series: &[PathBuf], out: &Path) -> Result<()> {
             &format!("HEAD~{}", series.len()),
         ],
     )?;
-    let written = patch::series(&fresh).map_err(|e| e.to_string())?;
+    let written = patch::series(&fresh)?;
     for (new, old) in written.iter().zip(series) {
-        std::fs::rename(new, out.join(old.file_name().unwrap())).map_err(|e| e.to_string())?;
+        std::fs::rename(new, out.join(old.file_name().unwrap()))?;
     }
     let _ = std::fs::remove_dir_all(&fresh);
     Ok(())
@@ -120,22 +121,21 @@ fn replay(
     out: &Path,
 ) -> Result<Vec<(String, Replay)>> {
     let _ = std::fs::remove_dir_all(repo);
-    std::fs::create_dir_all(repo).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(repo)?;
     git(repo, &["init", "-q", "-b", "pinned"])?;
     let load = |tree: &Path, message: &str| -> Result<()> {
         // Replace the work tree with `tree`, keep .git.
-        for entry in std::fs::read_dir(repo).map_err(|e| e.to_string())? {
-            let p = entry.map_err(|e| e.to_string())?.path();
+        for entry in std::fs::read_dir(repo)? {
+            let p = entry?.path();
             if p.file_name() != Some(".git".as_ref()) {
                 if p.is_dir() {
                     std::fs::remove_dir_all(&p)
                 } else {
                     std::fs::remove_file(&p)
-                }
-                .map_err(|e| e.to_string())?;
+                }?;
             }
         }
-        mlx_patched::copy_tree(tree, repo).map_err(|e| e.to_string())?;
+        mlx_patched::copy_tree(tree, repo)?;
         git(repo, &["add", "-A"])?;
         git(repo, &["commit", "-q", "--allow-empty", "-m", message])?;
         Ok(())
@@ -148,7 +148,7 @@ fn replay(
             let path = file.display().to_string();
             if let Err(e) = git(repo, &["am", "--quiet", &path]) {
                 let _ = git(repo, &["am", "--abort"]);
-                results.push((name, Replay::Conflict(e)));
+                results.push((name, Replay::Conflict(format!("{e:#}"))));
                 return Ok(results);
             }
             results.push((name, Replay::Clean));
@@ -161,8 +161,7 @@ fn replay(
         let mut am = vec!["am", "--quiet"];
         let paths: Vec<String> = series.iter().map(|p| p.display().to_string()).collect();
         am.extend(paths.iter().map(String::as_str));
-        git(repo, &am)
-            .map_err(|e| format!("the series does not apply to the pinned tree itself: {e}"))?;
+        git(repo, &am).context("the series does not apply to the pinned tree itself")?;
     }
     let range = format!("HEAD~{}..HEAD", series.len());
     let commits: Vec<String> = git(repo, &["rev-list", "--reverse", &range])?
@@ -243,14 +242,10 @@ fn replay(
 fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
     let exe = work.join(format!("leak_scenario-{}", mlx.name()));
     let src = workspace_root().join("crates/probes/cpp/leak_scenario.cpp");
-    mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process())
-        .map_err(|e| e.to_string())?;
-    let out = Command::new(&exe)
-        .args(["--cycles", "3"])
-        .output()
-        .map_err(|e| e.to_string())?;
+    mlx_patched::compile_program(mlx, &src, &exe, &mlx_patched::Env::process())?;
+    let out = Command::new(&exe).args(["--cycles", "3"]).output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} failed: {}",
             exe.display(),
             String::from_utf8_lossy(&out.stderr)
@@ -263,14 +258,14 @@ fn scenario_on(mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Vec<i64>> {
         .map(|l| l.split_whitespace().nth(3).and_then(|b| b.parse().ok()))
         .collect::<Option<_>>()
         .ok_or_else(|| {
-            format!(
+            anyhow!(
                 "{} printed a cycle without a byte count:\n{stdout}",
                 exe.display()
             )
         })?;
     // No verdict may rest on a probe that measured nothing.
     if cycles.len() != 3 {
-        return Err(format!(
+        return Err(anyhow!(
             "{} printed {} cycles, expected 3:\n{stdout}",
             exe.display(),
             cycles.len()
@@ -302,8 +297,8 @@ fn build_variant(
     let mut opts = crate::workspace::options()?;
     opts.root = work.join("mlx");
     opts.patches_dir = series.to_path_buf();
-    let upstream = mlx_patched::from_override(tree.to_path_buf()).map_err(|e| e.to_string())?;
-    mlx_patched::build_from(variant, &upstream, &opts).map_err(|e| e.to_string())
+    let upstream = mlx_patched::from_override(tree.to_path_buf())?;
+    Ok(mlx_patched::build_from(variant, &upstream, &opts)?)
 }
 
 /// The bug a fix exists for, as a check that runs on a build of any base.
@@ -359,10 +354,10 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             let out = Command::new(&exe)
                 .arg(RELEASE_RACE_TRIALS.to_string())
                 .output()
-                .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+                .with_context(|| format!("cannot run {}", exe.display()))?;
             let stdout = String::from_utf8_lossy(&out.stdout);
             if !out.status.success() {
-                return Err(format!(
+                return Err(anyhow!(
                     "{} failed ({}):\n{stdout}{}",
                     exe.display(),
                     out.status,
@@ -378,7 +373,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
                 leaked += r.int("leaked");
             }
             if trials == 0 {
-                return Err(format!("{} ran no race-only scenario", exe.display()));
+                return Err(anyhow!("{} ran no race-only scenario", exe.display()));
             }
             Ok(Shown {
                 shows: leaked > 0,
@@ -398,14 +393,12 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
                     &dir,
                     race.processes,
                     race.kernels,
-                )
-                .map_err(|e| e.to_string())?
-                {
+                )? {
                     processes += 1;
                     if let Err(e) = outcome {
                         if !mlx_patched::probes::is_kernel_cache_race(&e) {
-                            return Err(format!(
-                                "{} failed otherwise than by the race: {e}",
+                            return Err(anyhow!(
+                                "{} failed otherwise than by the race: {e:#}",
                                 exe.display()
                             ));
                         }
@@ -444,7 +437,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
             .unwrap_or("target")
             .to_string();
     let work = root.join(&label);
-    std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&work)?;
     let mut report = String::new();
 
     let target = crate::trees::target_tree(&a.to, &work)?;
@@ -454,8 +447,8 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         mlx_patched::Origin::Carrier(v) => Some(v.clone()),
         _ => None,
     };
-    let version = mlx_patched::version_of(&tree).map_err(|e| e.to_string())?;
-    let pinned = mlx_patched::upstream(&crate::workspace::options()?).map_err(|e| e.to_string())?;
+    let version = mlx_patched::version_of(&tree)?;
+    let pinned = mlx_patched::upstream(&crate::workspace::options()?)?;
     writeln!(
         report,
         "# Rebase from MLX v{} to v{version}\n",
@@ -507,7 +500,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     }
 
     let series_dir = a.series.clone().unwrap_or_else(patch::series_dir);
-    let series = patch::series(&series_dir).map_err(|e| e.to_string())?;
+    let series = patch::series(&series_dir)?;
     let shown = shown_path(&series_dir);
     writeln!(
         report,
@@ -559,7 +552,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
 
     // The control: the target upstream with no patch at all.
     let empty = work.join("empty-series");
-    std::fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&empty)?;
     let control = build_variant(
         mlx_patched::Variant::PRISTINE,
         &tree,
@@ -614,13 +607,12 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         if upstream_fixed {
             test.var(mlx_patched::vars::MLX_FORK_UPSTREAM_FIXED, "1");
         }
-        let out = test.output().map_err(|e| e.to_string())?;
+        let out = test.output()?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         std::fs::write(
             work.join("suite.log"),
             format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let tail: Vec<&str> = stdout
             .lines()
             .skip_while(|l| !l.starts_with("Retained per cycle"))
@@ -716,29 +708,28 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     section += &format!("\n## Verdict\n\n{verdict}\n");
     print!("{section}");
     report += &section;
-    std::fs::write(work.join("report.md"), &report).map_err(|e| e.to_string())?;
+    std::fs::write(work.join("report.md"), &report)?;
     println!("\n(report in {})", work.join("report.md").display());
     if verdict.starts_with("broken") {
-        return Err(format!("verdict: {verdict}"));
+        return Err(anyhow!("verdict: {verdict}"));
     }
 
     if a.apply {
         if !verdict.starts_with("still needed") || !suite_ok {
-            return Err(
+            return Err(anyhow!(
                 "--apply needs the verdict `still needed` with the suite passing; nothing changed"
-                    .into(),
-            );
+            ));
         }
-        let carrier = carrier_version.ok_or("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
+        let carrier = carrier_version.context("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
         let carrier_tree = target
             .carrier
             .as_ref()
             .map(|c| c.tree_id.clone())
             .unwrap_or_default();
         if !provenance_ok {
-            return Err("--apply needs a target whose files match the official wheels of its release; nothing changed".into());
+            return Err(anyhow!("--apply needs a target whose files match the official wheels of its release; nothing changed"));
         }
-        let wheels = wheel_hashes.ok_or("--apply needs the provenance check of the target (pip must reach the package index); nothing changed")?;
+        let wheels = wheel_hashes.context("--apply needs the provenance check of the target (pip must reach the package index); nothing changed")?;
         // Memory safety on the target before the pin moves. The run records
         // its report for the target's tree and refreshed series, which are
         // the pin's once it moves, so CI's check of it holds.
@@ -757,7 +748,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
             );
         target_env(&mut sanitize, &tree, &refreshed, &work);
         println!("running the sanitizers on the target before moving the pin ...");
-        let status = sanitize.status().map_err(|e| e.to_string())?;
+        let status = sanitize.status()?;
         let restore_record = || {
             for (path, before) in recorded.iter().zip(&previous) {
                 match before {
@@ -768,7 +759,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         };
         if !status.success() {
             restore_record();
-            return Err(format!("the sanitizer run on the target does not show what it must (report in {}); nothing changed", root.join("cargo-target/sanitize/address/report.md").display()));
+            return Err(anyhow!("the sanitizer run on the target does not show what it must (report in {}); nothing changed", root.join("cargo-target/sanitize/address/report.md").display()));
         }
         if let Err(e) = apply(
             &version,
@@ -807,8 +798,7 @@ fn apply(
         .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
         .collect();
     let patches = patch::series_dir();
-    let saved_series: Vec<(PathBuf, Vec<u8>)> = patch::series(&patches)
-        .map_err(|e| e.to_string())?
+    let saved_series: Vec<(PathBuf, Vec<u8>)> = patch::series(&patches)?
         .into_iter()
         .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
         .collect();
@@ -827,7 +817,7 @@ fn apply(
     };
     let result = (|| -> Result<()> {
         let pin_rs = root.join(files[0]);
-        let mut text = std::fs::read_to_string(&pin_rs).map_err(|e| e.to_string())?;
+        let mut text = std::fs::read_to_string(&pin_rs)?;
         let set = |text: &mut String, name: &str, value: &str| {
             let start = text
                 .find(&format!("pub const {name}: &str = \""))
@@ -842,23 +832,22 @@ fn apply(
         set(&mut text, "CARRIER_VERSION", carrier);
         set(&mut text, "WHEEL_SHA256_FRONTEND", &wheels.0);
         set(&mut text, "WHEEL_SHA256_CPU", &wheels.1);
-        std::fs::write(&pin_rs, text).map_err(|e| e.to_string())?;
+        std::fs::write(&pin_rs, text)?;
         let manifest = root.join(files[1]);
-        let m = std::fs::read_to_string(&manifest).map_err(|e| e.to_string())?;
+        let m = std::fs::read_to_string(&manifest)?;
         let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, pin::CARRIER_VERSION);
         if !m.contains(&old) {
-            return Err(format!("{} does not declare `{old}`", manifest.display()));
+            return Err(anyhow!("{} does not declare `{old}`", manifest.display()));
         }
         std::fs::write(
             &manifest,
             m.replace(&old, &format!("{} = \"={carrier}\"", pin::CARRIER_CRATE)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         for (p, _) in &saved_series {
-            std::fs::remove_file(p).map_err(|e| e.to_string())?;
+            std::fs::remove_file(p)?;
         }
-        for p in patch::series(refreshed).map_err(|e| e.to_string())? {
-            std::fs::copy(&p, patches.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
+        for p in patch::series(refreshed)? {
+            std::fs::copy(&p, patches.join(p.file_name().unwrap()))?;
         }
         let status = cargo()
             .args([
@@ -870,10 +859,9 @@ fn apply(
                 "--precise",
                 carrier,
             ])
-            .status()
-            .map_err(|e| e.to_string())?;
+            .status()?;
         if !status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "cargo update of {} to {carrier} failed",
                 pin::CARRIER_CRATE
             ));
@@ -882,7 +870,7 @@ fn apply(
     })();
     if let Err(e) = &result {
         restore();
-        return Err(format!("{e}; every file was restored"));
+        return Err(anyhow!("{e:#}; every file was restored"));
     }
     result
 }

@@ -1,5 +1,6 @@
 //! The upstream tree of a target: a checkout, or a carrier version's tree.
 
+use crate::workspace::anyhow;
 use crate::workspace::Result;
 use mlx_patched::pin;
 use std::path::Path;
@@ -9,17 +10,17 @@ use std::path::Path;
 pub fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
     let dir = Path::new(to);
     if dir.is_dir() {
-        return mlx_patched::from_override(dir.to_path_buf()).map_err(|e| e.to_string());
+        return Ok(mlx_patched::from_override(dir.to_path_buf())?);
     }
     if !to.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        return Err(format!(
+        return Err(anyhow!(
             "`{to}` is neither a directory nor a version of {}",
             pin::CARRIER_CRATE
         ));
     }
     let probe = work.join("carrier");
-    std::fs::create_dir_all(probe.join("src")).map_err(|e| e.to_string())?;
-    std::fs::write(probe.join("src/lib.rs"), "").map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(probe.join("src"))?;
+    std::fs::write(probe.join("src/lib.rs"), "")?;
     std::fs::write(
         probe.join("Cargo.toml"),
         format!(
@@ -28,13 +29,16 @@ pub fn target_tree(to: &str, work: &Path) -> Result<mlx_patched::Upstream> {
             pin::CARRIER_CRATE
         ),
     )
-    .map_err(|e| e.to_string())?;
+    ?;
     let package = mlx_patched::carrier_dir(
         &mlx_patched::Env::process().cargo(),
         &probe.join("Cargo.toml"),
         to,
-    )
-    .map_err(|e| e.to_string())?;
-    mlx_patched::recover_upstream(&package, to, &work.join("upstream-tree"), None)
-        .map_err(|e| e.to_string())
+    )?;
+    Ok(mlx_patched::recover_upstream(
+        &package,
+        to,
+        &work.join("upstream-tree"),
+        None,
+    )?)
 }

@@ -1,5 +1,6 @@
 //! Each fix of the series as its own upstream pull request.
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{git, target_dir, Result};
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
@@ -25,14 +26,14 @@ use std::path::{Path, PathBuf};
 /// send: no claim.
 pub fn check() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let series = patch::fix_series(&opts.patches_dir)?;
     let mut t = crate::workspace::Tally::new();
     if series.is_empty() {
         println!("the series is empty: nothing to send upstream");
         return Ok(t);
     }
     let staged = upstream_pr(UpstreamPrArgs::default());
-    t.check(staged.is_ok(), || staged.unwrap_err());
+    t.check(staged.is_ok(), || format!("{:#}", staged.unwrap_err()));
     Ok(t)
 }
 
@@ -49,16 +50,15 @@ pub struct UpstreamPrArgs {
 pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
     let UpstreamPrArgs { out, target: to } = a;
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let series = patch::fix_series(&opts.patches_dir)?;
     if series.is_empty() {
-        return Err("patches/ holds no patch: nothing to send upstream".into());
+        return Err(anyhow!("patches/ holds no patch: nothing to send upstream"));
     }
     let root = out.unwrap_or(target_dir()?.join("upstream-pr"));
     match to {
         None => {
-            let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-            let fingerprint =
-                patch::fingerprint(&upstream.tree_id, &series).map_err(|e| e.to_string())?;
+            let upstream = mlx_patched::upstream(&opts)?;
+            let fingerprint = patch::fingerprint(&upstream.tree_id, &series)?;
             let dir = root;
             // Only the pin's own stagings: a --target's live beside them.
             clear_stagings(&dir)?;
@@ -74,8 +74,8 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
                 .iter()
                 .find_map(|(s, r)| r.as_ref().err().map(|e| (s, e)))
             {
-                return Err(format!(
-                    "{stem} does not apply alone with git am onto upstream v{}: {e}",
+                return Err(anyhow!(
+                    "{stem} does not apply alone with git am onto upstream v{}: {e:#}",
                     pin::UPSTREAM_VERSION
                 ));
             }
@@ -95,12 +95,12 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
                 .join("upstream-pr-work")
                 .join(to.replace('/', "_"));
             let upstream = crate::trees::target_tree(&to, &work)?;
-            let version = mlx_patched::version_of(&upstream.dir).map_err(|e| e.to_string())?;
+            let version = mlx_patched::version_of(&upstream.dir)?;
             let dir = root.join(format!("v{version}"));
             let _ = std::fs::remove_dir_all(&dir);
             // A fix written against the pin may need a three-way merge: it
             // gets the pin's files as the merge base.
-            let pinned = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+            let pinned = mlx_patched::upstream(&opts)?;
             // A fix ported by hand to this version goes in its place.
             let ports = patch::ports_dir(&opts.patches_dir, &version);
             let series: Vec<PathBuf> = series
@@ -135,7 +135,7 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
                 println!("  not staged: {stem}: it does not apply there, not even by a three-way merge ({why}); see `cargo xtask rebase --to {to}`");
             }
             if ok.is_empty() {
-                return Err(format!(
+                return Err(anyhow!(
                     "no fix of the series applies to upstream v{version}"
                 ));
             }
@@ -155,8 +155,7 @@ fn clear_stagings(dir: &Path) -> Result<()> {
         let versioned =
             name.starts_with('v') && name[1..].chars().next().is_some_and(|c| c.is_ascii_digit());
         if !versioned {
-            std::fs::remove_dir_all(e.path())
-                .map_err(|err| format!("{}: {err}", e.path().display()))?;
+            std::fs::remove_dir_all(e.path()).with_context(|| e.path().display().to_string())?;
         }
     }
     Ok(())
@@ -184,12 +183,12 @@ fn stage(
             .into_owned();
         let pr = dir.join(&stem);
         let out = pr.join("tree");
-        mlx_patched::copy_tree(&upstream.dir, &out).map_err(|e| e.to_string())?;
+        mlx_patched::copy_tree(&upstream.dir, &out)?;
         git(&out, &["init", "-q", "-b", "main"])?;
         git(&out, &["add", "-A"])?;
         let tree = git(&out, &["write-tree"])?;
         if tree != upstream.tree_id {
-            return Err(format!(
+            return Err(anyhow!(
                 "the copied tree hashes to {tree}, expected {}",
                 upstream.tree_id
             ));
@@ -205,8 +204,7 @@ fn stage(
         )?;
         // The fixes this one is written on top of come first, each its own
         // commit: the pull request builds on theirs.
-        let dependencies = patch::depends_on(p, p.parent().unwrap_or(Path::new(".")))
-            .map_err(|e| e.to_string())?;
+        let dependencies = patch::depends_on(p, p.parent().unwrap_or(Path::new(".")))?;
         let mut applied = Ok(());
         for d in &dependencies {
             applied = applied
@@ -217,7 +215,7 @@ fn stage(
             let _ = std::fs::remove_dir_all(&pr);
             staged.push((
                 stem,
-                Err(format!("a fix it depends on does not apply: {e}")),
+                Err(format!("a fix it depends on does not apply: {e:#}")),
             ));
             continue;
         }
@@ -231,7 +229,7 @@ fn stage(
             if let Err(e) = merged {
                 let _ = git(&out, &["am", "--abort"]);
                 let _ = std::fs::remove_dir_all(&pr);
-                staged.push((stem, Err(e)));
+                staged.push((stem, Err(format!("{e:#}"))));
                 continue;
             }
             println!("{stem}: applied by a three-way merge against v{version}");
@@ -243,7 +241,7 @@ fn stage(
             .filter(|l| l.starts_with('+') && !l.starts_with("+++") && l.chars().count() > 81)
             .collect();
         if !long.is_empty() {
-            return Err(format!(
+            return Err(anyhow!(
                 "{stem}: added lines longer than 80 columns (MLX's clang-format):\n{}",
                 long.join("\n")
             ));
@@ -268,8 +266,7 @@ fn stage(
         std::fs::write(
             pr.join("pull-request.md"),
             description(&message, &stat, fingerprint.filter(|_| i == 0)),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         println!("{}\n{stat}", git(&out, &["log", "-1", "--format=%h %s"])?);
         staged.push((stem, Ok(())));
     }
@@ -279,7 +276,7 @@ fn stage(
 /// `git am -3` of `patch` in `repo`, after writing the pre-images of the
 /// files it touches, taken from `base`, as blobs for the merge to find.
 fn three_way(repo: &Path, base: &Path, patch: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    let text = std::fs::read_to_string(patch).with_context(|| format!("{}", patch.display()))?;
     for file in text.lines().filter_map(|l| l.strip_prefix("--- a/")) {
         let pre = base.join(file);
         if pre.is_file() {

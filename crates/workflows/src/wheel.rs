@@ -17,6 +17,7 @@
 //!   (OpenBLAS and the Fortran runtime) and gives the manylinux tag, as
 //!   upstream's own wheels have.
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{run, Result};
 use mlx_patched::CommandVars;
 use mlx_patched::{pin, Artifacts, Bindings, PythonTarget, Variant};
@@ -57,14 +58,14 @@ pub fn source_date_epoch(mlx: &Artifacts) -> Result<u64> {
     let mut newest = None;
     for (patch, _) in mlx.patches().iter().filter(|(_, only)| only.is_none()) {
         let text =
-            std::fs::read_to_string(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+            std::fs::read_to_string(patch).with_context(|| format!("{}", patch.display()))?;
         let date = text
             .lines()
             .take_while(|l| !l.is_empty())
             .find_map(|l| l.strip_prefix("Date: "))
-            .ok_or_else(|| format!("{} has no Date: header", patch.display()))?;
+            .with_context(|| format!("{} has no Date: header", patch.display()))?;
         let t = rfc2822_epoch(date)
-            .ok_or_else(|| format!("{}: cannot read the date {date:?}", patch.display()))?;
+            .with_context(|| format!("{}: cannot read the date {date:?}", patch.display()))?;
         newest = newest.max(Some(t));
     }
     Ok(newest.unwrap_or(ZIP_EPOCH))
@@ -112,12 +113,11 @@ fn rfc2822_epoch(date: &str) -> Option<u64> {
 /// upstream's own: `+fork.<series>` for patched, `+control.<tree>` for
 /// the pristine control.
 pub fn version(mlx: &Artifacts) -> Result<String> {
-    let release = mlx_patched::version_of(&mlx.source_dir()).map_err(|e| e.to_string())?;
+    let release = mlx_patched::version_of(mlx.source_dir())?;
     let label = match mlx.name() {
         n if n == Variant::PATCHED.name => {
             let series: Vec<PathBuf> = mlx.patches().iter().map(|(p, _)| p.clone()).collect();
-            let f = mlx_patched::patch::fingerprint(&mlx.upstream_tree_id(), &series)
-                .map_err(|e| e.to_string())?;
+            let f = mlx_patched::patch::fingerprint(mlx.upstream_tree_id(), &series)?;
             format!("fork.{}", &f[..8])
         }
         _ => format!("control.{}", &mlx.upstream_tree_id()[..8]),
@@ -127,9 +127,9 @@ pub fn version(mlx: &Artifacts) -> Result<String> {
 
 /// Copies `from` into `to`, skipping paths for which `skip` is true.
 fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
+    std::fs::create_dir_all(to).with_context(|| format!("{}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("{}", from.display()))? {
+        let path = entry?.path();
         if skip(&path) {
             continue;
         }
@@ -138,7 +138,7 @@ fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result
             copy_filtered(&path, &dest, skip)?;
         } else {
             std::fs::copy(&path, &dest)
-                .map_err(|e| format!("cannot copy {}: {e}", path.display()))?;
+                .with_context(|| format!("cannot copy {}", path.display()))?;
         }
     }
     Ok(())
@@ -148,9 +148,9 @@ fn copy_filtered(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> Result
 /// rest: a zip entry records its mode, and a checkout's or umask's modes
 /// must not reach the bytes.
 fn normalize_permissions(dir: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
+        let path = entry?.path();
+        let meta = std::fs::symlink_metadata(&path)?;
         let mode = if meta.is_dir() || meta.permissions().mode() & 0o111 != 0 {
             0o755
         } else {
@@ -158,7 +158,7 @@ fn normalize_permissions(dir: &Path) -> Result<()> {
         };
         if !meta.file_type().is_symlink() {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .with_context(|| format!("{}", path.display()))?;
         }
         if meta.is_dir() {
             normalize_permissions(&path)?;
@@ -177,7 +177,7 @@ fn stage_variable(stage: &str) -> Result<mlx_patched::Variable> {
     match stage {
         "FRONTEND" => Ok(MLX_BUILD_FRONTEND_PACKAGE),
         "BACKEND" => Ok(MLX_BUILD_BACKEND_PACKAGE),
-        _ => Err(format!("upstream's setup.py has no stage {stage}")),
+        _ => Err(anyhow!("upstream's setup.py has no stage {stage}")),
     }
 }
 
@@ -187,15 +187,15 @@ fn upstream_metadata(python: &Path, tree: &Path, stage: &str, work: &Path) -> Re
     for d in [&src, &out] {
         let _ = std::fs::remove_dir_all(d);
     }
-    std::fs::create_dir_all(src.join("mlx")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(src.join("mlx"))?;
     for f in ["setup.py", "README.md", "LICENSE", "mlx/version.h"] {
         std::fs::copy(tree.join(f), src.join(f))
-            .map_err(|e| format!("{} has no {f}: {e}", tree.display()))?;
+            .with_context(|| format!("{} has no {f}", tree.display()))?;
     }
     copy_filtered(&tree.join("python/mlx"), &src.join("python/mlx"), &|p| {
         p.file_name().is_some_and(|n| n == "__pycache__")
     })?;
-    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&out)?;
     let hook = "import sys\nfrom setuptools import build_meta\nprint(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))";
     let result = Command::new(python)
         .args(["-c", hook])
@@ -206,11 +206,11 @@ fn upstream_metadata(python: &Path, tree: &Path, stage: &str, work: &Path) -> Re
         .unset(mlx_patched::other_vars::CMAKE_ARGS)
         .unset(mlx_patched::other_vars::DEV_RELEASE)
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+        .with_context(|| format!("cannot run {}", python.display()))?;
     let stdout = String::from_utf8_lossy(&result.stdout);
     let name = stdout.lines().last().unwrap_or("").trim();
     if !result.status.success() || name.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "upstream's setup.py gave no {stage} metadata ({}):\n{}",
             result.status,
             String::from_utf8_lossy(&result.stderr)
@@ -249,7 +249,7 @@ fn fork_metadata(
         match key {
             "Version" => {
                 if value != release {
-                    return Err(format!(
+                    return Err(anyhow!(
                         "upstream's metadata says version {value}, the tree {release}"
                     ));
                 }
@@ -275,7 +275,7 @@ fn fork_metadata(
         }
     }
     if !saw_version {
-        return Err("upstream's metadata has no Version".into());
+        return Err(anyhow!("upstream's metadata has no Version"));
     }
     for a in add {
         out.push_str(&format!("Requires-Dist: {a}\n"));
@@ -291,7 +291,7 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
     normalize_permissions(root)?;
     let raw = dist.join("unrepaired");
     let _ = std::fs::remove_dir_all(&raw);
-    std::fs::create_dir_all(&raw).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&raw)?;
     run(Command::new(python)
         .args(["-m", "wheel", "pack", "--dest-dir"])
         .arg(&raw)
@@ -302,7 +302,7 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
         )
         .stdout(std::process::Stdio::null()))?;
     let [wheel] = wheels_in(&raw)?.try_into().map_err(|w| {
-        format!(
+        anyhow!(
             "wheel pack wrote {w:?} for {}, not one wheel",
             root.display()
         )
@@ -314,7 +314,7 @@ fn pack(python: &Path, root: &Path, dist: &Path, epoch: u64, exclude: &[&str]) -
         // prefix links (delocate would be the tool to vendor more); not
         // run here.
         let to = dist.join(wheel.file_name().unwrap());
-        std::fs::rename(&wheel, &to).map_err(|e| e.to_string())?;
+        std::fs::rename(&wheel, &to)?;
         to
     };
     let _ = std::fs::remove_dir_all(&raw);
@@ -344,8 +344,7 @@ fn repair(
                 .other(mlx_patched::other_vars::PATH)
                 .unwrap_or_default(),
         )),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut cmd = Command::new(python);
     cmd.args(["-m", "auditwheel", "repair", "--wheel-dir"])
         .arg(dist)
@@ -357,9 +356,9 @@ fn repair(
     for lib in exclude {
         cmd.args(["--exclude", lib]);
     }
-    let out = cmd.arg(wheel).output().map_err(|e| e.to_string())?;
+    let out = cmd.arg(wheel).output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "auditwheel could not repair {} ({}):\n{}",
             wheel.display(),
             out.status,
@@ -369,12 +368,12 @@ fn repair(
     wheels_in(dist)?
         .into_iter()
         .find(|w| !before.contains(w))
-        .ok_or_else(|| format!("auditwheel wrote no wheel for {}", wheel.display()))
+        .with_context(|| format!("auditwheel wrote no wheel for {}", wheel.display()))
 }
 
 fn wheels_in(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .with_context(|| format!("{}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "whl"))
         .collect())
@@ -387,8 +386,7 @@ fn platform_tag(python: &Path) -> Result<String> {
             "-c",
             "import sysconfig; print(sysconfig.get_platform().replace('-', '_').replace('.', '_'))",
         ])
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
@@ -400,7 +398,7 @@ fn platform_tag(python: &Path) -> Result<String> {
 fn stubs(python: &Path, tree: &Path, stage: &Path) -> Result<Vec<PathBuf>> {
     let patterns = tree.join("python/mlx/_stub_patterns.txt");
     if !patterns.is_file() {
-        return Err(format!(
+        return Err(anyhow!(
             "{} is missing: upstream's stub step needs it",
             patterns.display()
         ));
@@ -413,10 +411,9 @@ fn stubs(python: &Path, tree: &Path, stage: &Path) -> Result<Vec<PathBuf>> {
         .args(["-m", "mlx.core", "-O"])
         .arg(stage.join("mlx"))
         .current_dir(stage)
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(anyhow!(
             "nanobind's stubgen failed on mlx.core ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
@@ -424,13 +421,13 @@ fn stubs(python: &Path, tree: &Path, stage: &Path) -> Result<Vec<PathBuf>> {
     }
     let dir = stage.join("mlx/core");
     let mut made: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("stubgen wrote no {}: {e}", dir.display()))?
+        .with_context(|| format!("stubgen wrote no {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "pyi"))
         .collect();
     made.sort();
     if !made.iter().any(|p| p.ends_with("__init__.pyi")) {
-        return Err(format!("stubgen wrote no {}/__init__.pyi", dir.display()));
+        return Err(anyhow!("stubgen wrote no {}/__init__.pyi", dir.display()));
     }
     Ok(made)
 }
@@ -462,20 +459,19 @@ pub fn pack_wheels(
     std::fs::copy(
         &bindings.module,
         pkg.join(bindings.module.file_name().unwrap()),
-    )
-    .map_err(|e| e.to_string())?;
-    copy_filtered(&mlx.lib_dir(), &pkg.join("lib"), &|p| {
+    )?;
+    copy_filtered(mlx.lib_dir(), &pkg.join("lib"), &|p| {
         p.file_name().is_some_and(|n| n == "cmake")
     })?;
-    copy_filtered(&mlx.include_dir(), &pkg.join("include"), &|_| false)?;
+    copy_filtered(mlx.include_dir(), &pkg.join("include"), &|_| false)?;
     copy_filtered(&mlx.prefix().join("share"), &pkg.join("share"), &|_| false)?;
-    stubs(python, &mlx.source_dir(), &front)?;
+    stubs(python, mlx.source_dir(), &front)?;
     remove_pycache(&pkg)?;
     // Then the split: the library's folders move to the second wheel.
     let back = work.join("mlx-cpu");
-    std::fs::create_dir_all(back.join("mlx")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(back.join("mlx"))?;
     for d in LIBRARY_DIRS {
-        std::fs::rename(pkg.join(d), back.join("mlx").join(d)).map_err(|e| e.to_string())?;
+        std::fs::rename(pkg.join(d), back.join("mlx").join(d))?;
     }
 
     let what = if variant.name == Variant::PATCHED.name {
@@ -492,7 +488,7 @@ pub fn pack_wheels(
     let cp = &bindings.python_tag;
     let dist = dir.join("dist");
     let _ = std::fs::remove_dir_all(&dist);
-    std::fs::create_dir_all(&dist).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dist)?;
     let mut made = Vec::new();
     for (stage, root, tag, part, add, exclude) in [
         (
@@ -515,9 +511,9 @@ pub fn pack_wheels(
             &[][..],
         ),
     ] {
-        let meta_dir = upstream_metadata(python, &mlx.source_dir(), stage, &work)?;
+        let meta_dir = upstream_metadata(python, mlx.source_dir(), stage, &work)?;
         let upstream_meta = std::fs::read_to_string(meta_dir.join("METADATA"))
-            .map_err(|e| format!("{}: {e}", meta_dir.display()))?;
+            .with_context(|| format!("{}", meta_dir.display()))?;
         let body = format!(
             "MLX built by the mlx-fork project from upstream's v{release} tree ({tree}), {what}.\n\
              This wheel is {part}.\n\
@@ -537,12 +533,12 @@ pub fn pack_wheels(
         // Upstream's generated files (entry points, top level, licenses) as
         // they are; METADATA and WHEEL are the fork's.
         copy_filtered(&meta_dir, &info, &|p| p.file_name().is_some_and(|n| n == "METADATA"))?;
-        std::fs::write(info.join("METADATA"), metadata).map_err(|e| e.to_string())?;
+        std::fs::write(info.join("METADATA"), metadata)?;
         std::fs::write(
             info.join("WHEEL"),
             format!("Wheel-Version: 1.0\nGenerator: mlx-fork xtask\nRoot-Is-Purelib: false\nTag: {tag}\n"),
         )
-        .map_err(|e| e.to_string())?;
+        ?;
         made.push(pack(python, root, &dist, epoch, exclude)?);
     }
     Ok(Wheels {
@@ -553,11 +549,11 @@ pub fn pack_wheels(
 }
 
 fn remove_pycache(dir: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
-        let path = entry.map_err(|e| e.to_string())?.path();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
         if path.is_dir() {
             if path.file_name().is_some_and(|n| n == "__pycache__") {
-                std::fs::remove_dir_all(&path).map_err(|e| e.to_string())?;
+                std::fs::remove_dir_all(&path)?;
             } else {
                 remove_pycache(&path)?;
             }

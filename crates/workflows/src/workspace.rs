@@ -5,8 +5,9 @@ use mlx_patched::{Env, Expectations, Options, Progress, Variant};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Errors carry their cause as text, with the path or command they concern.
-pub type Result<T> = std::result::Result<T, String>;
+/// Errors keep their cause chain, with the path or command each step
+/// concerns as context; `{:#}` prints the whole chain.
+pub use anyhow::{anyhow, bail, Context, Error, Result};
 
 /// Cargo as the developer invoked it (`$CARGO`), in the workspace root.
 pub fn cargo() -> Command {
@@ -29,21 +30,23 @@ pub fn target_dir() -> Result<PathBuf> {
     let out = cargo()
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .output()
-        .map_err(|e| format!("cannot run cargo metadata: {e}"))?;
+        .context("cannot run cargo metadata")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let key = "\"target_directory\":\"";
     let start = text
         .find(key)
-        .ok_or("cargo metadata printed no target_directory")?
+        .context("cargo metadata printed no target_directory")?
         + key.len();
-    let end = start + text[start..].find('"').ok_or("malformed cargo metadata")?;
+    let end = start
+        + text[start..]
+            .find('"')
+            .context("malformed cargo metadata")?;
     Ok(PathBuf::from(&text[start..end]))
 }
 
 /// Options for builds run by xtask: progress on stderr, library only.
 pub fn options() -> Result<Options> {
-    let mut opts =
-        Options::from_env(Env::process(), &target_dir()?, false).map_err(|e| e.to_string())?;
+    let mut opts = Options::from_env(Env::process(), &target_dir()?, false)?;
     opts.progress = Progress::for_stderr();
     Ok(opts)
 }
@@ -63,6 +66,12 @@ pub fn variants_to_build() -> Vec<Variant> {
 pub struct Tally {
     pub passed: u32,
     pub failures: Vec<String>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Tally {
@@ -87,27 +96,27 @@ impl Tally {
 pub fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd
         .status()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+        .with_context(|| format!("cannot run {cmd:?}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{cmd:?} failed ({status})"))
+        Err(anyhow!("{cmd:?} failed ({status})"))
     }
 }
 
 /// A variant by name, for command lines.
 pub fn variant(name: &str) -> Result<Variant> {
-    Variant::parse(name).map_err(|e| e.to_string())
+    Ok(Variant::parse(name)?)
 }
 
 /// A sanitizer by name, for command lines.
 pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
-    mlx_patched::Sanitizer::parse(name).map_err(|e| e.to_string())
+    Ok(mlx_patched::Sanitizer::parse(name)?)
 }
 
 /// `git <args>` in `dir`, confined to it (`mlx_patched::git`).
 pub fn git(dir: &std::path::Path, args: &[&str]) -> Result<String> {
-    mlx_patched::git::git(dir, args).map_err(|e| e.to_string())
+    Ok(mlx_patched::git::git(dir, args)?)
 }
 
 /// The report of the last `cargo xtask test`: its table

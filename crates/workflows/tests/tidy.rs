@@ -240,6 +240,33 @@ fn report_formats(path: &str, text: &str) -> Vec<String> {
     out
 }
 
+// ---- errors keep their cause ----
+
+/// Places in the workflows and xtask where an error is flattened to text,
+/// losing its cause chain: they return `anyhow` errors with context.
+fn flattened_errors(path: &str, text: &str) -> Vec<String> {
+    const PIECES: &[&str] = &[
+        "map_err(|e| e.to_string())",
+        "Result<T, String>",
+        "map_err(|e| format!(",
+    ];
+    if !(path.starts_with("crates/workflows/src/") || path.starts_with("crates/xtask/src/")) {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for piece in PIECES {
+            if line.contains(piece) {
+                out.push(format!(
+                    "{path}:{}: `{piece}` drops the error's cause: use `?` with `.context(..)`",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
 // ---- registry hosts ----
 
 /// SHA-256 of the host names of the package registries (crates, PyPI and
@@ -569,6 +596,22 @@ fn the_report_rule_rejects_a_row_written_by_hand() {
     let text = "rows.push(format!(\"{s}\\tbit-identical=yes\"));\nlet f = dir.join(\"rows.tsv\");";
     assert_eq!(report_formats("crates/workflows/src/a.rs", text).len(), 2);
     assert!(report_formats("crates/expectations/src/report.rs", text).is_empty());
+}
+
+#[test]
+fn workflow_errors_keep_their_cause() {
+    let violations = tracked()
+        .iter()
+        .flat_map(|(p, t)| flattened_errors(p, t))
+        .collect();
+    report("errors flattened to text", violations);
+}
+
+#[test]
+fn the_error_rule_rejects_a_flattened_error() {
+    let text = "let t = std::fs::read(p).map_err(|e| e.to_string())?;\nlet u = f().map_err(|e| format!(\"{p}: {e}\"))?;";
+    assert_eq!(flattened_errors("crates/workflows/src/a.rs", text).len(), 2);
+    assert!(flattened_errors("crates/fuzz/src/a.rs", text).is_empty());
 }
 
 #[test]

@@ -1,13 +1,13 @@
 //! The one thing read from an ELF file: which dynamic loader it names.
 
-use crate::workspace::Result;
+use crate::workspace::{anyhow, Context, Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The dynamic loader an ELF executable names (its `PT_INTERP`).
 pub fn interpreter(exe: &Path) -> Result<PathBuf> {
-    let bytes = std::fs::read(exe).map_err(|e| format!("cannot read {}: {e}", exe.display()))?;
-    let bad = || {
-        format!(
+    let bytes = std::fs::read(exe).with_context(|| format!("cannot read {}", exe.display()))?;
+    let bad = || -> Error {
+        anyhow!(
             "{} is not a 64-bit little-endian ELF executable with an interpreter",
             exe.display()
         )
@@ -50,8 +50,6 @@ pub fn interpreter(exe: &Path) -> Result<PathBuf> {
     Err(bad())
 }
 
-/// ThreadSanitizer's suppressions, each with its reason; none for the
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +66,9 @@ mod tests {
         );
         let not_elf = std::env::temp_dir().join("sanitize-not-elf");
         std::fs::write(&not_elf, b"#!/bin/sh\n").unwrap();
-        assert!(interpreter(&not_elf).unwrap_err().contains("not a 64-bit"));
+        assert!(interpreter(&not_elf)
+            .unwrap_err()
+            .to_string()
+            .contains("not a 64-bit"));
     }
 }

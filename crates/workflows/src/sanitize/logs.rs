@@ -2,6 +2,7 @@
 //! with its stacks, where in MLX's sources it was made, and a signature that
 //! is the same for the same finding on another variant or in another run.
 
+use crate::workspace::Context;
 use crate::workspace::Result;
 use std::path::Path;
 
@@ -358,7 +359,7 @@ fn starts_report(line: &str) -> bool {
 /// exit status alone, so the log is the only witness.
 pub fn read_log(path: &Path) -> Result<Vec<Report>> {
     let bytes = std::fs::read(path)
-        .map_err(|e| format!("cannot read the sanitizer log {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot read the sanitizer log {}", path.display()))?;
     Ok(parse_reports(&String::from_utf8_lossy(&bytes)))
 }
 
@@ -519,6 +520,7 @@ SUMMARY: ThreadSanitizer: data race ../src/mlx/scheduler.h:39 in mlx::core::sche
         assert_eq!(reports[0].kind, "heap-use-after-free");
         assert!(read_log(&dir.join("missing.log"))
             .unwrap_err()
+            .to_string()
             .contains("cannot read"));
     }
 }

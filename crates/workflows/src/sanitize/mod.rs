@@ -35,6 +35,7 @@ pub(crate) mod scenarios;
 
 pub use record::{check_recorded, check_records, recorded_path};
 
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{target_dir, Result};
 use judge::VariantRun;
 use mlx_patched::{probes, Env, Sanitizer};
@@ -78,7 +79,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     let fingerprint = record::fingerprint(sanitizer, &opts)?;
     let expectations = crate::workspace::expectations();
     let variants = expectations.variants();
-    let built = mlx_patched::build_all(&variants, &opts).map_err(|e| e.to_string())?;
+    let built = mlx_patched::build_all(&variants, &opts)?;
     let build_time = started.elapsed();
     eprintln!(
         "sanitizer variants built in {}",
@@ -87,13 +88,13 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
 
     let out = target_dir()?.join("sanitize").join(sanitizer.name());
     let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&out)?;
     let env = Env::process();
     let runtime = scenarios::runtime_library(sanitizer)?;
     let suppressions = match scenarios::suppressions(sanitizer) {
         Some(text) => {
             let path = out.join(format!("{}.supp", sanitizer.suffix()));
-            std::fs::write(&path, text).map_err(|e| e.to_string())?;
+            std::fs::write(&path, text)?;
             Some(path)
         }
         None => None,
@@ -108,20 +109,19 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     let mut runs = Vec::new();
     let mut ops_seen: Option<Vec<String>> = None;
     for (variant, mlx) in variants.iter().zip(&built) {
-        let dir = out.join(&mlx.name());
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = out.join(mlx.name());
+        std::fs::create_dir_all(&dir)?;
         let mut programs = BTreeMap::new();
         for probe in probes::CPP_PROBES.iter().filter(|p| p.under_sanitizers) {
             let exe = dir.join(probe.name);
-            mlx_patched::compile_program(mlx, &probes::source(probe.name), &exe, &env)
-                .map_err(|e| e.to_string())?;
+            mlx_patched::compile_program(mlx, &probes::source(probe.name), &exe, &env)?;
             programs.insert(probe.name, exe);
         }
-        let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], &mlx.name())?;
+        let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], mlx.name())?;
         // One probe source, one list: every variant runs the same ops.
         if let Some(seen) = &ops_seen {
             if *seen != ops {
-                return Err(format!(
+                return Err(anyhow!(
                     "multi_output_ops lists {ops:?} on {}, but {seen:?} on the first variant",
                     mlx.name()
                 ));
@@ -162,7 +162,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     let text = render::markdown(sanitizer, &runs, &checks, started.elapsed(), build_time);
     print!("{text}");
     let path = out.join("report.md");
-    std::fs::write(&path, &text).map_err(|e| e.to_string())?;
+    std::fs::write(&path, &text)?;
     println!("\nreport: {}", path.display());
     let failures: Vec<&str> = checks
         .iter()
@@ -170,7 +170,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
         .map(|c| c.what.as_str())
         .collect();
     if !failures.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "the sanitizer run does not show what it must:\n- {}",
             failures.join("\n- ")
         ));
@@ -197,9 +197,9 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
 /// MLX's library files the fix changes (its tests left out).
 fn fix_files(opts: &mlx_patched::Options) -> Result<Vec<String>> {
     let mut files = BTreeSet::new();
-    for p in mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())? {
+    for p in mlx_patched::patch::fix_series(&opts.patches_dir)? {
         let text =
-            std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
         for line in text.lines() {
             if let Some(path) = line
                 .strip_prefix("diff --git a/")

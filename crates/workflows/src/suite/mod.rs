@@ -6,6 +6,7 @@
 pub mod runner;
 
 use crate::checks::read_tally;
+use crate::workspace::anyhow;
 use crate::workspace::{cargo, options, report_dir, variants_to_build, Result, MEASURED_FOR};
 use mlx_expectations::report;
 use mlx_patched::vars;
@@ -108,7 +109,7 @@ pub fn run() -> Result<()> {
     let started = std::time::Instant::now();
     let mut opts = options()?;
     opts.tests = true;
-    mlx_patched::build_all(&variants_to_build(), &opts).map_err(|e| e.to_string())?;
+    mlx_patched::build_all(&variants_to_build(), &opts)?;
     eprintln!(
         "all variants built in {}",
         mlx_patched::progress::elapsed(started.elapsed())
@@ -117,7 +118,7 @@ pub fn run() -> Result<()> {
     // The report of this run only: tests append to it while they run.
     let report = report_dir()?;
     let _ = std::fs::remove_dir_all(&report);
-    std::fs::create_dir_all(&report).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&report)?;
     let rows = report.join(report::ROWS);
     // Every test process inherits them: where the table goes, and the slow
     // checks on.
@@ -156,8 +157,8 @@ pub fn run() -> Result<()> {
             }
             Err(e) => {
                 // A build that failed runs no test: one failure.
-                println!("FAILED: {what}: {e}");
-                totals.failed.push(format!("{what}: {e}"));
+                println!("FAILED: {what}: {e:#}");
+                totals.failed.push(format!("{what}: {e:#}"));
             }
         }
     }
@@ -167,19 +168,18 @@ pub fn run() -> Result<()> {
     for name in SLOW_CHECKS {
         run_check(&mut totals, &checks, name, &report)?;
     }
-    let upstream = mlx_patched::upstream(&opts).map_err(|e| e.to_string())?;
-    let series = mlx_patched::patch::fix_series(&opts.patches_dir).map_err(|e| e.to_string())?;
+    let upstream = mlx_patched::upstream(&opts)?;
+    let series = mlx_patched::patch::fix_series(&opts.patches_dir)?;
     let measured_for = report.join(MEASURED_FOR);
     if totals.failed.is_empty() {
-        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)
-            .map_err(|e| e.to_string())?;
-        std::fs::write(&measured_for, fingerprint).map_err(|e| e.to_string())?;
+        let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)?;
+        std::fs::write(&measured_for, fingerprint)?;
     }
     run_check(&mut totals, &checks, LAST_CHECK, &report)?;
 
     match report::read(&rows) {
         Ok(table) => println!("\n{}", report::render(&table)),
-        Err(e) => println!("\n(no table: {e})"),
+        Err(e) => println!("\n(no table: {e:#})"),
     }
     for f in &totals.failed {
         println!("FAILED: {f}");
@@ -192,7 +192,7 @@ pub fn run() -> Result<()> {
     );
     match totals.failed.len() {
         0 => Ok(()),
-        n => Err(format!("{n} checks failed")),
+        n => Err(anyhow!("{n} checks failed")),
     }
 }
 

@@ -4,6 +4,7 @@
 //! at exit, is that test's failure; nothing is read from libtest's prose.
 
 use crate::workspace::Result;
+use crate::workspace::{anyhow, Context};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,9 +77,9 @@ pub fn build(cargo: &mut Command) -> Result<Vec<Binary>> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| format!("cannot run {cargo:?}: {e}"))?;
+        .with_context(|| format!("cannot run {cargo:?}"))?;
     if !out.status.success() {
-        return Err(format!("{cargo:?} failed to build ({})", out.status));
+        return Err(anyhow!("{cargo:?} failed to build ({})", out.status));
     }
     Ok(binaries_in(&String::from_utf8_lossy(&out.stdout)))
 }
@@ -95,9 +96,9 @@ pub fn tests_of(bin: &Binary) -> Result<Vec<String>> {
         }
         let out = cmd
             .output()
-            .map_err(|e| format!("cannot list {}: {e}", bin.exe.display()))?;
+            .with_context(|| format!("cannot list {}", bin.exe.display()))?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(anyhow!(
                 "{} --list failed ({}): {}",
                 bin.exe.display(),
                 out.status,
@@ -140,12 +141,12 @@ pub fn run_test(bin: &Binary, test: &str, stream: bool) -> Result<Outcome> {
         let status = cmd
             .arg("--nocapture")
             .status()
-            .map_err(|e| format!("cannot run {}: {e}", bin.exe.display()))?;
+            .with_context(|| format!("cannot run {}", bin.exe.display()))?;
         (status, String::new())
     } else {
         let out = cmd
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", bin.exe.display()))?;
+            .with_context(|| format!("cannot run {}", bin.exe.display()))?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         (out.status, text)

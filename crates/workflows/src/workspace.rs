@@ -83,13 +83,26 @@ impl Tally {
     }
 
     pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        self.claim(ok, || {
+            let what = what();
+            println!("FAILED: {what}");
+            what
+        });
+    }
+
+    /// As [`Tally::check`], printing nothing: for a pure judge.
+    pub fn claim(&mut self, ok: bool, what: impl FnOnce() -> String) {
         if ok {
             self.passed += 1;
         } else {
-            let what = what();
-            println!("FAILED: {what}");
-            self.failures.push(what);
+            self.failures.push(what());
         }
+    }
+
+    /// Adds another tally's claims.
+    pub fn absorb(&mut self, other: &Tally) {
+        self.passed += other.passed;
+        self.failures.extend(other.failures.iter().cloned());
     }
 }
 

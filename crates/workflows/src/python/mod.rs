@@ -5,14 +5,20 @@
 use crate::python_env::{
     build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
 };
-use crate::workspace::{anyhow, Context};
+mod judge;
+
+use crate::workspace::{anyhow, Context, Tally};
 use crate::workspace::{workspace_root, Result};
-use mlx_expectations::outcomes::{by_word, regressions};
+use judge::{Ablation, AblationRun, Evidence, FindingRun, SecondShape};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
+use mlx_patched::Expectations;
 use mlx_patched::Variant;
+
+/// The control first, then the fix.
+const VARIANTS: [Variant; 2] = [Variant::PRISTINE, Variant::PATCHED];
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -140,14 +146,14 @@ fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
 
 /// How one test did, run alone over and over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Repeats {
+pub struct Repeats {
     /// Runs made: `times`, or fewer when one hung.
-    runs: u64,
+    pub runs: u64,
     /// Runs that failed, a hung one included.
-    failures: u64,
+    pub failures: u64,
     /// Whether the last run did not end (upstream's `async_eval` can
     /// deadlock): it counts as a failure, and the repeats end there.
-    hung: bool,
+    pub hung: bool,
 }
 
 /// Runs each of `ids` alone `times` times, each test in a process of its
@@ -213,188 +219,129 @@ const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(20);
 /// failed alone within 2 to 392 runs on both variants, in ten tries; and it
 /// deadlocks alone on both (after 185 runs on pristine and 93 on patched in
 /// one cold run), which [`HANG_AFTER`] turns into a failure.
-const FLAKY_REPEATS: u32 = 1000;
+pub const FLAKY_REPEATS: u32 = 1000;
 
-/// Whether a test flaky on patched regressed, from its failures alone in
-/// [`FLAKY_REPEATS`] runs on each variant. It did if it never fails alone
-/// on pristine, or if patched's count exceeds pristine's by more than three
-/// standard deviations of the difference of two counts at one rate (about
-/// the square root of their sum, as for Poisson counts) plus 3: two
-/// variants with the same rate cross that about once in a thousand
-/// comparisons.
-fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
-    let spread = 3.0 * ((on_patched + on_pristine) as f64).sqrt() + 3.0;
-    on_pristine == 0 || on_patched as f64 > on_pristine as f64 + spread
+/// `cargo xtask python-check`: collects the evidence, then judges it
+/// ([`judge::judge`]) and renders its rows ([`judge::render`]).
+pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
+    let expectations = crate::workspace::expectations();
+    let evidence = collect(&expectations)?;
+    rows.extend(judge::render(&evidence));
+    Ok(judge::judge(&evidence, &expectations))
 }
 
-/// `cargo xtask python-check`; returns (checks passed, failures) and adds
-/// rows to the suite's summary table.
-pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
-    let mut passed = 0;
-    let mut failures = Vec::new();
-    let mut expect = |ok: bool, what: String, passed: &mut u32| {
-        if ok {
-            *passed += 1;
-        } else {
-            failures.push(what);
-        }
-    };
-    let expectations = crate::workspace::expectations();
-    let variants = [Variant::PRISTINE, Variant::PATCHED];
+/// Runs everything the Python check looks at, on both variants; judges
+/// nothing (the install paths judge their own, as one part).
+fn collect(expectations: &Expectations) -> Result<Evidence> {
     let mut pythons = Vec::new();
-    for v in variants {
+    for v in VARIANTS {
         pythons.push((v, python_for(v)?));
     }
 
     // 1. The report's script, verbatim.
     let (script, identity) = report_script()?;
     println!("the report's script: {} ({identity})", script.display());
+    let mut report = Vec::new();
     for (v, python) in &pythons {
-        let out = run_python(python, &script, &[])?;
-        let mib = crate::install_paths::report_mib(&out);
+        let mib = crate::install_paths::report_mib(&run_python(python, &script, &[])?);
         println!("report.py on {}: {:?} MiB retained", v.name, mib);
-        let bound = Cell::REPORT.bound(expectations.verdict(v));
-        let ok = mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m));
-        expect(
-            ok,
-            format!(
-                "report.py on {}: {mib:?} MiB, expected {bound} every cycle",
-                v.name
-            ),
-            &mut passed,
-        );
-        rows.push(Row::note(format!(
-            "Python, the report's script verbatim on {}: {mib:?} MiB retained",
-            v.name
-        )));
+        report.push((*v, mib));
     }
 
     // The wheels as users install, replace and remove them, and their stubs.
-    let mut t = crate::workspace::Tally::new();
-    crate::install_paths::check(&mut t, rows)?;
-    let patched_python = &pythons[1].1;
+    let mut install = Tally::new();
+    let mut install_rows = Vec::new();
+    crate::install_paths::check(&mut install, &mut install_rows)?;
+    let patched_wheel = build_wheel(Variant::PATCHED)?;
     crate::install_paths::type_check(
-        &mut t,
-        rows,
-        patched_python,
-        &build_wheel(Variant::PATCHED)?,
+        &mut install,
+        &mut install_rows,
+        &pythons[1].1,
+        &patched_wheel,
     )?;
-    crate::install_paths::reproducible(&mut t, rows, Variant::PATCHED)?;
-    crate::install_paths::platform_tags(&mut t, rows, &build_wheel(Variant::PATCHED)?)?;
-    passed += t.passed;
-    for f in t.failures {
-        expect(false, f, &mut passed);
-    }
+    crate::install_paths::reproducible(&mut install, &mut install_rows, Variant::PATCHED)?;
+    crate::install_paths::platform_tags(&mut install, &mut install_rows, &patched_wheel)?;
 
-    // 2. The ablation, with fixed keys: bit-identical across variants and with the C++ probe.
-    let ablation = workspace_root().join("tests/python/ablation.py");
-    // The report's cell over 10 cycles, the others over 3.
-    let cells = [
+    // 2. The ablation, with fixed keys: the report's cell over 10 cycles,
+    // the others over 3.
+    let ablation_script = workspace_root().join("tests/python/ablation.py");
+    let mut ablation = Vec::new();
+    for (cell, cycles) in [
         (Cell::REPORT, "10"),
         (Cell::SLICES, "3"),
         (Cell::NOT_EVALUATED, "3"),
         (Cell::EAGER, "3"),
-    ];
-    for (c, cycles) in cells {
-        let cell = c.name();
-        let args: Vec<&str> = ["--cycles", cycles].into_iter().chain(c.flags()).collect();
-        let mut cols = Vec::new();
-        let mut digests = Vec::new();
-        let mut every_variant_digested = true;
+    ] {
+        let args: Vec<&str> = ["--cycles", cycles]
+            .into_iter()
+            .chain(cell.flags())
+            .collect();
+        let mut runs = Vec::new();
         for (v, python) in &pythons {
-            let recs = records(&run_python(python, &ablation, &args)?);
+            let recs = records(&run_python(python, &ablation_script, &args)?);
             let retained: Vec<i64> = recs
                 .iter()
                 .filter_map(|r| r.number("retained_bytes"))
                 .collect();
-            let before = digests.len();
-            digests.extend(
-                recs.iter()
-                    .filter_map(|r| r.value("digest").map(String::from)),
-            );
-            every_variant_digested &= digests.len() > before;
-            let bound = c.bound(expectations.verdict(v));
-            println!("Python {cell} on {}: {retained:?}", v.name);
-            expect(
-                bound.admits_all(&retained),
-                format!(
-                    "Python {cell} on {}: retained {retained:?}, expected {bound} every cycle",
-                    v.name
-                ),
-                &mut passed,
-            );
-            let mean = retained.iter().sum::<i64>() / retained.len().max(1) as i64;
-            cols.push((v.name.to_string(), mean as f64));
+            let digests = recs
+                .iter()
+                .filter_map(|r| r.value("digest").map(String::from))
+                .collect();
+            println!("Python {} on {}: {retained:?}", cell.name(), v.name);
+            runs.push(AblationRun {
+                variant: *v,
+                retained,
+                digests,
+            });
         }
-        // Every variant printed digests, and all of them agree.
-        let same = every_variant_digested && digests.windows(2).all(|w| w[0] == w[1]);
-        expect(
-            same,
-            format!("Python {cell}: outputs differ: {digests:?}"),
-            &mut passed,
-        );
-        if c == Cell::REPORT {
+        let cpp_digest = if cell == Cell::REPORT {
             let cpp = crate::demo::cpp_probe(
                 &mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?,
                 "leak_scenario",
             )?;
-            let cpp_out = Command::new(cpp).args(["--cycles", "1"]).output()?;
-            let cpp_digest = records(&String::from_utf8_lossy(&cpp_out.stdout))
+            let out = Command::new(&cpp)
+                .args(["--cycles", "1"])
+                .output()
+                .with_context(|| format!("cannot run {}", cpp.display()))?;
+            records(&String::from_utf8_lossy(&out.stdout))
                 .first()
                 .and_then(|r| r.value("digest").map(String::from))
-                .unwrap_or_default();
-            expect(
-                digests.first() == Some(&cpp_digest),
-                format!(
-                    "Python and C++ outputs differ: {:?} vs {cpp_digest}",
-                    digests.first()
-                ),
-                &mut passed,
-            );
-        }
-        rows.push(Row::retained(format!("Python: {cell}"), cols, same));
+        } else {
+            None
+        };
+        ablation.push(Ablation {
+            cell,
+            runs,
+            cpp_digest,
+        });
     }
 
     // 3. The report's side note: a second compiled shape.
     let side = workspace_root().join("tests/python/second_shape.py");
+    let mut second_shape = Vec::new();
     for (v, python) in &pythons {
-        for shapes in ["1", "2"] {
+        for shapes in [1, 2] {
             let recs = records(&run_python(
                 python,
                 &side,
-                &["--shapes", shapes, "--cycles", "2"],
+                &["--shapes", &shapes.to_string(), "--cycles", "2"],
             )?);
             let get = |k: &str| recs.iter().filter_map(|r| r.number(k)).collect::<Vec<_>>();
-            let (one, all, traces, retained) = (
-                get("live_one"),
-                get("live_all"),
-                get("traces"),
-                get("retained_bytes"),
-            );
-            let cache = get("cache_all");
-            let note = format!(
-                "Python, {}: {shapes} compiled shape(s): live {:.2} MiB after the first call, {:.2} MiB after every shape's (buffer cache {:.2} MiB), traced {:?} times, {:.2} MiB retained after the drop",
-                v.name,
-                *one.first().unwrap_or(&0) as f64 / 1048576.0,
-                *all.first().unwrap_or(&0) as f64 / 1048576.0,
-                *cache.first().unwrap_or(&0) as f64 / 1048576.0,
-                traces,
-                *retained.first().unwrap_or(&0) as f64 / 1048576.0
-            );
-            println!("{note}");
-            rows.push(Row::note(note.to_string()));
-            let want_traces: i64 = shapes.parse().unwrap();
-            expect(
-                !traces.is_empty() && traces.iter().all(|&t| t == want_traces),
-                format!("{}: {shapes} shapes traced {traces:?} times", v.name),
-                &mut passed,
-            );
+            let first = |k: &str| get(k).first().copied().unwrap_or(0);
+            second_shape.push(SecondShape {
+                variant: *v,
+                shapes,
+                live_one: first("live_one"),
+                live_all: first("live_all"),
+                cache_all: first("cache_all"),
+                traces: get("traces"),
+                retained: first("retained_bytes"),
+            });
         }
     }
 
     // The fuzzer's kept findings, as Python scripts where Python can show
-    // them: each must fail (an error, a leak, a crash) on the control and run
-    // clean where its fix is applied, as the worker's replay does in C++.
+    // them.
     let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))
         .map_err(anyhow::Error::msg)?;
     let series = mlx_patched::patch::names(&mlx_patched::patch::fix_series(
@@ -402,6 +349,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     )?);
     let scripts = python_root()?.join("fuzz-findings");
     std::fs::create_dir_all(&scripts)?;
+    let mut findings = Vec::new();
     for k in &kept {
         let stem = k
             .file
@@ -424,42 +372,34 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         let file = scripts.join(format!("{stem}.py"));
         std::fs::write(&file, script)?;
         for (v, python) in &pythons {
-            let with: &[String] = if v.name == Variant::PRISTINE.name {
+            let with: &[String] = if *v == Variant::PRISTINE {
                 &[]
             } else {
                 &series
             };
-            let show = k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed);
-            let out = Command::new(python).arg(&file).output()?;
-            let said = String::from_utf8_lossy(&out.stdout);
-            let said = said.lines().last().unwrap_or("").to_string();
+            let out = Command::new(python)
+                .arg(&file)
+                .output()
+                .with_context(|| format!("cannot run {}", python.display()))?;
+            let said = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .unwrap_or("")
+                .to_string();
             println!(
                 "finding {stem} as Python on {}: {} ({said})",
                 v.name, out.status
             );
-            let signal = {
-                use std::os::unix::process::ExitStatusExt;
-                out.status.signal()
-            };
-            expect(
-                if show {
-                    mlx_fuzz::python::showed(k.kind, out.status.code(), signal, &said)
-                } else {
-                    mlx_fuzz::python::ran_clean(out.status.code(), &said)
-                },
-                format!(
-                    "{} on {}: {} ({said}), expected it {}",
-                    file.display(),
-                    v.name,
-                    out.status,
-                    if show {
-                        format!("to show its {}", k.kind.name())
-                    } else {
-                        "to run clean".to_string()
-                    }
-                ),
-                &mut passed,
-            );
+            findings.push(FindingRun {
+                script: file.clone(),
+                variant: *v,
+                kind: k.kind,
+                must_show: k.must_show(with, expectations.verdict(v) == mlx_patched::Expect::Fixed),
+                status: out.status.to_string(),
+                code: out.status.code(),
+                signal: std::os::unix::process::ExitStatusExt::signal(&out.status),
+                said,
+            });
         }
     }
 
@@ -489,148 +429,66 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
         suites.insert(v.name, mlx_suite(python, mlx.source_dir(), &log, &cache)?);
     }
-    let count = |r: &BTreeMap<String, (String, String)>, o: &str| {
-        r.values().filter(|(x, _)| x == o).count()
-    };
-    let flaky = |r: &BTreeMap<String, (String, String)>| -> Vec<String> {
-        r.iter()
-            .filter(|(_, (o, _))| o == "flaky")
-            .map(|(id, _)| id.clone())
-            .collect()
-    };
-    for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
-        let line = format!(
-            "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
-            count(r, "passed"),
-            count(r, "failed"),
-            count(r, "error"),
-            count(r, "skipped"),
-            count(r, "flaky"),
-            count(r, "xfail")
-        );
-        println!("{line}");
-        rows.push(Row::note(line.to_string()));
-    }
-    for (name, r) in variants.iter().map(|v| (v.name, &suites[v.name])) {
-        let line = format!(
-            "MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}",
-            flaky(r)
-        );
-        println!("{line}");
-        rows.push(Row::note(line.to_string()));
-    }
-    let (pristine, patched) = (
+    // A test flaky on patched and not explained by pristine's results runs
+    // alone, as often on each variant.
+    let unexplained = judge::unexplained_flaky(
         &suites[Variant::PRISTINE.name],
         &suites[Variant::PATCHED.name],
     );
-    let words = |r: &BTreeMap<String, (String, String)>| {
-        by_word(r.iter().map(|(n, (o, _))| (n, o.as_str())))
-    };
-    let regressions = regressions(&words(pristine), &words(patched));
-    expect(
-        regressions.is_empty(),
-        format!("MLX Python tests worse on patched than on pristine: {regressions:?}"),
-        &mut passed,
-    );
-    // A test flaky on patched must be flaky on pristine too: one that never
-    // fails there, over as many runs as it takes, is a regression that a
-    // retry would hide.
-    let patched_flaky = flaky(patched);
-    let unexplained: Vec<&String> = patched_flaky
-        .iter()
-        .filter(|id| {
-            !pristine
-                .get(*id)
-                .is_some_and(|(o, _)| o == "flaky" || o == "failed" || o == "error")
-        })
-        .collect();
-    let mut only_patched = Vec::new();
+    let mut repeats = BTreeMap::new();
     if !unexplained.is_empty() {
-        let (_, python) = &pythons[0];
-        let tree = mlx_patched::build(Variant::PRISTINE, &crate::workspace::options()?)?
-            .source_dir()
-            .to_path_buf();
-        let on_pristine = repeat_tests(python, &tree, &unexplained, FLAKY_REPEATS, HANG_AFTER)?;
-        let patched_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?
-            .source_dir()
-            .to_path_buf();
-        let on_patched = repeat_tests(
-            &pythons[1].1,
-            &patched_tree,
-            &unexplained,
+        let ids: Vec<&String> = unexplained.iter().collect();
+        let tree = |v: Variant| -> Result<std::path::PathBuf> {
+            Ok(mlx_patched::build(v, &crate::workspace::options()?)?
+                .source_dir()
+                .to_path_buf())
+        };
+        let on_pristine = repeat_tests(
+            &pythons[0].1,
+            &tree(Variant::PRISTINE)?,
+            &ids,
             FLAKY_REPEATS,
             HANG_AFTER,
         )?;
-        for id in &unexplained {
-            let (p, q) = (on_patched[*id], on_pristine[*id]);
-            let said = |r: Repeats| {
-                format!(
-                    "{} of {} runs{}",
-                    r.failures,
-                    r.runs,
-                    if r.hung {
-                        ", the last of them hung"
-                    } else {
-                        ""
-                    }
-                )
-            };
-            let line = format!(
-                "{id}: flaky on patched; alone it failed {} on patched and {} on pristine",
-                said(p),
-                said(q)
-            );
-            println!("{line}");
-            rows.push(Row::note(format!("MLX's Python suite: {line}")));
-            if flaky_regression(p.failures, q.failures) {
-                only_patched.push(id.to_string());
-            }
+        let on_patched = repeat_tests(
+            &pythons[1].1,
+            &tree(Variant::PATCHED)?,
+            &ids,
+            FLAKY_REPEATS,
+            HANG_AFTER,
+        )?;
+        for id in unexplained {
+            let both = (on_patched[&id], on_pristine[&id]);
+            repeats.insert(id, both);
         }
     }
-    expect(
-        only_patched.is_empty(),
-        format!(
-            "MLX Python tests flaky on patched and not alike on pristine, alone over {FLAKY_REPEATS} runs each: {only_patched:?}"
-        ),
-        &mut passed,
-    );
-    // Failures on both, grouped by cause.
-    let mut causes: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
-    for (id, (o, detail)) in patched {
-        if (o == "failed" || o == "error")
-            && pristine
-                .get(id)
-                .is_some_and(|(p, _)| p == "failed" || p == "error")
-        {
-            causes.entry(detail.as_str()).or_default().push(id);
-        }
-    }
-    for (cause, ids) in &causes {
-        let line = format!("fail on both ({}): {cause}", ids.len());
-        println!(
-            "  {line}: {}",
-            ids.iter()
-                .take(3)
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        rows.push(Row::note(format!("MLX's Python suite, {line}")));
-    }
-    Ok((passed, failures))
+    Ok(Evidence {
+        report,
+        install,
+        install_rows,
+        ablation,
+        second_shape,
+        findings,
+        suites,
+        repeats,
+    })
 }
 
 pub fn check_cmd() -> Result<()> {
     crate::deps::install()?;
-    let (passed, failures) = check(&mut Vec::new())?;
-    for f in &failures {
+    let t = check(&mut Vec::new())?;
+    for f in &t.failures {
         println!("FAILED: {f}");
     }
-    println!("python-check: {passed} passed, {} failed", failures.len());
-    if failures.is_empty() {
+    println!(
+        "python-check: {} passed, {} failed",
+        t.passed,
+        t.failures.len()
+    );
+    if t.failures.is_empty() {
         Ok(())
     } else {
-        Err(anyhow!("{} Python checks failed", failures.len()))
+        Err(anyhow!("{} Python checks failed", t.failures.len()))
     }
 }
 
@@ -640,15 +498,6 @@ mod tests {
 
     /// The runner on a small suite of its own: a pass, a failure, a test
     /// that fails only its first time, and one that kills the interpreter.
-    #[test]
-    fn a_flaky_test_is_excused_only_by_a_like_rate_on_pristine() {
-        assert!(flaky_regression(3, 0), "never failing on pristine");
-        assert!(flaky_regression(0, 0), "failing alone on neither");
-        assert!(!flaky_regression(12, 9));
-        assert!(!flaky_regression(5, 40));
-        assert!(flaky_regression(200, 10), "far more often on patched");
-    }
-
     #[test]
     fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
         let dir = std::env::temp_dir().join(format!("xtask-suite-{}", std::process::id()));

@@ -1,0 +1,533 @@
+//! The Python check's rules: what it measured ([`Evidence`], plain data),
+//! the claims it must make ([`judge`]) and its rows in the run's table
+//! ([`render`]). Both are pure, and tested here on made-up evidence.
+
+use super::{Repeats, FLAKY_REPEATS};
+use crate::workspace::Tally;
+use mlx_expectations::outcomes::{by_word, regressions};
+use mlx_expectations::report::Row;
+use mlx_expectations::Cell;
+use mlx_patched::{Expectations, Variant};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// MLX's Python suite on one variant: outcome and detail per test id.
+pub type SuiteResults = BTreeMap<String, (String, String)>;
+
+/// Everything the Python check ran, on both variants.
+pub struct Evidence {
+    /// The report's script: whole MiB retained after each cycle.
+    pub report: Vec<(Variant, Vec<i64>)>,
+    /// The wheels' install paths, which judge their own claims.
+    pub install: Tally,
+    pub install_rows: Vec<Row>,
+    pub ablation: Vec<Ablation>,
+    pub second_shape: Vec<SecondShape>,
+    pub findings: Vec<FindingRun>,
+    /// By variant name.
+    pub suites: BTreeMap<&'static str, SuiteResults>,
+    /// The tests flaky on patched that pristine's results do not explain,
+    /// run alone: (on patched, on pristine).
+    pub repeats: BTreeMap<String, (Repeats, Repeats)>,
+}
+
+/// One ablation cell on each variant.
+pub struct Ablation {
+    pub cell: Cell,
+    pub runs: Vec<AblationRun>,
+    /// The C++ probe's output digest for the same computation (the report's
+    /// cell only).
+    pub cpp_digest: Option<String>,
+}
+
+pub struct AblationRun {
+    pub variant: Variant,
+    /// Bytes retained after each cycle.
+    pub retained: Vec<i64>,
+    /// The output digests it printed.
+    pub digests: Vec<String>,
+}
+
+/// The report's side note: `shapes` compiled shapes, then the drop.
+pub struct SecondShape {
+    pub variant: Variant,
+    pub shapes: i64,
+    pub live_one: i64,
+    pub live_all: i64,
+    pub cache_all: i64,
+    /// How many times the function was traced, per cycle.
+    pub traces: Vec<i64>,
+    pub retained: i64,
+}
+
+/// A kept fuzz finding as a Python script, run on one variant.
+pub struct FindingRun {
+    pub script: PathBuf,
+    pub variant: Variant,
+    pub kind: mlx_fuzz::Kind,
+    /// Whether it must show there (its fix is not applied), or run clean.
+    pub must_show: bool,
+    pub status: String,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The script's last line of output.
+    pub said: String,
+}
+
+/// The claims the evidence supports or refutes.
+pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
+    let mut t = Tally::new();
+    for (v, mib) in &e.report {
+        let bound = Cell::REPORT.bound(expectations.verdict(v));
+        t.claim(
+            mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
+            || {
+                format!(
+                    "report.py on {}: {mib:?} MiB, expected {bound} every cycle",
+                    v.name
+                )
+            },
+        );
+    }
+    t.absorb(&e.install);
+    for a in &e.ablation {
+        let cell = a.cell.name();
+        for r in &a.runs {
+            let bound = a.cell.bound(expectations.verdict(&r.variant));
+            t.claim(bound.admits_all(&r.retained), || {
+                format!(
+                    "Python {cell} on {}: retained {:?}, expected {bound} every cycle",
+                    r.variant.name, r.retained
+                )
+            });
+        }
+        t.claim(outputs_agree(a), || {
+            format!("Python {cell}: outputs differ: {:?}", digests(a))
+        });
+        if a.cell == Cell::REPORT {
+            let cpp = a.cpp_digest.clone().unwrap_or_default();
+            let python = digests(a).first().cloned();
+            t.claim(python.as_ref() == Some(&cpp), || {
+                format!("Python and C++ outputs differ: {python:?} vs {cpp}")
+            });
+        }
+    }
+    for s in &e.second_shape {
+        t.claim(
+            !s.traces.is_empty() && s.traces.iter().all(|&n| n == s.shapes),
+            || {
+                format!(
+                    "{}: {} shapes traced {:?} times",
+                    s.variant.name, s.shapes, s.traces
+                )
+            },
+        );
+    }
+    for f in &e.findings {
+        let ok = if f.must_show {
+            mlx_fuzz::python::showed(f.kind, f.code, f.signal, &f.said)
+        } else {
+            mlx_fuzz::python::ran_clean(f.code, &f.said)
+        };
+        t.claim(ok, || {
+            format!(
+                "{} on {}: {} ({}), expected it {}",
+                f.script.display(),
+                f.variant.name,
+                f.status,
+                f.said,
+                if f.must_show {
+                    format!("to show its {}", f.kind.name())
+                } else {
+                    "to run clean".to_string()
+                }
+            )
+        });
+    }
+    let (Some(pristine), Some(patched)) = (
+        e.suites.get(Variant::PRISTINE.name),
+        e.suites.get(Variant::PATCHED.name),
+    ) else {
+        t.claim(false, || {
+            "MLX's Python suite did not run on both variants".into()
+        });
+        return t;
+    };
+    let words = |r: &SuiteResults| by_word(r.iter().map(|(n, (o, _))| (n, o.as_str())));
+    let regressed = regressions(&words(pristine), &words(patched));
+    t.claim(regressed.is_empty(), || {
+        format!("MLX Python tests worse on patched than on pristine: {regressed:?}")
+    });
+    // A test flaky on patched must be flaky on pristine too: one that never
+    // fails there, over as many runs as it takes, is a regression that a
+    // retry would hide. One that was not repeated is not excused.
+    let only_patched: Vec<String> = unexplained_flaky(pristine, patched)
+        .into_iter()
+        .filter(|id| {
+            e.repeats
+                .get(id)
+                .is_none_or(|(p, q)| flaky_regression(p.failures, q.failures))
+        })
+        .collect();
+    t.claim(only_patched.is_empty(), || {
+        format!(
+            "MLX Python tests flaky on patched and not alike on pristine, alone over {FLAKY_REPEATS} runs each: {only_patched:?}"
+        )
+    });
+    t
+}
+
+/// The check's rows in the run's table, in the order it ran.
+pub fn render(e: &Evidence) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (v, mib) in &e.report {
+        rows.push(Row::note(format!(
+            "Python, the report's script verbatim on {}: {mib:?} MiB retained",
+            v.name
+        )));
+    }
+    rows.extend(e.install_rows.iter().cloned());
+    for a in &e.ablation {
+        let cols = a
+            .runs
+            .iter()
+            .map(|r| {
+                let mean = r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64;
+                (r.variant.name.to_string(), mean as f64)
+            })
+            .collect();
+        rows.push(Row::retained(
+            format!("Python: {}", a.cell.name()),
+            cols,
+            outputs_agree(a),
+        ));
+    }
+    let mib = |b: i64| b as f64 / 1048576.0;
+    for s in &e.second_shape {
+        rows.push(Row::note(format!(
+            "Python, {}: {} compiled shape(s): live {:.2} MiB after the first call, {:.2} MiB after every shape's (buffer cache {:.2} MiB), traced {:?} times, {:.2} MiB retained after the drop",
+            s.variant.name,
+            s.shapes,
+            mib(s.live_one),
+            mib(s.live_all),
+            mib(s.cache_all),
+            s.traces,
+            mib(s.retained)
+        )));
+    }
+    let count = |r: &SuiteResults, o: &str| r.values().filter(|(x, _)| x == o).count();
+    // The control first, as the check runs them.
+    let suites: Vec<(&str, &SuiteResults)> = super::VARIANTS
+        .iter()
+        .filter_map(|v| Some((v.name, e.suites.get(v.name)?)))
+        .collect();
+    for (name, r) in &suites {
+        rows.push(Row::note(format!(
+            "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
+            count(r, "passed"),
+            count(r, "failed"),
+            count(r, "error"),
+            count(r, "skipped"),
+            count(r, "flaky"),
+            count(r, "xfail")
+        )));
+    }
+    for (name, r) in &suites {
+        rows.push(Row::note(format!(
+            "MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}",
+            flaky(r)
+        )));
+    }
+    let said = |r: &Repeats| {
+        format!(
+            "{} of {} runs{}",
+            r.failures,
+            r.runs,
+            if r.hung {
+                ", the last of them hung"
+            } else {
+                ""
+            }
+        )
+    };
+    for (id, (p, q)) in &e.repeats {
+        rows.push(Row::note(format!(
+            "MLX's Python suite: {id}: flaky on patched; alone it failed {} on patched and {} on pristine",
+            said(p),
+            said(q)
+        )));
+    }
+    if let (Some(pristine), Some(patched)) = (
+        e.suites.get(Variant::PRISTINE.name),
+        e.suites.get(Variant::PATCHED.name),
+    ) {
+        for (cause, ids) in failing_on_both(pristine, patched) {
+            rows.push(Row::note(format!(
+                "MLX's Python suite, fail on both ({}): {cause}",
+                ids.len()
+            )));
+        }
+    }
+    rows
+}
+
+/// The tests flaky on patched that pristine's results do not explain
+/// (there they neither failed nor were flaky): they must be run alone.
+pub fn unexplained_flaky(pristine: &SuiteResults, patched: &SuiteResults) -> Vec<String> {
+    flaky(patched)
+        .into_iter()
+        .filter(|id| {
+            !pristine
+                .get(id)
+                .is_some_and(|(o, _)| o == "flaky" || o == "failed" || o == "error")
+        })
+        .collect()
+}
+
+/// Whether a test flaky on patched regressed, from its failures alone in
+/// [`FLAKY_REPEATS`] runs on each variant. It did if it never fails alone
+/// on pristine, or if patched's count exceeds pristine's by more than three
+/// standard deviations of the difference of two counts at one rate (about
+/// the square root of their sum, as for Poisson counts) plus 3: two
+/// variants with the same rate cross that about once in a thousand
+/// comparisons.
+pub fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
+    let spread = 3.0 * ((on_patched + on_pristine) as f64).sqrt() + 3.0;
+    on_pristine == 0 || on_patched as f64 > on_pristine as f64 + spread
+}
+
+/// The tests that failed on both variants, grouped by patched's detail.
+fn failing_on_both<'a>(
+    pristine: &SuiteResults,
+    patched: &'a SuiteResults,
+) -> BTreeMap<&'a str, Vec<&'a String>> {
+    let failed = |o: &str| o == "failed" || o == "error";
+    let mut causes: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (id, (o, detail)) in patched {
+        if failed(o) && pristine.get(id).is_some_and(|(p, _)| failed(p)) {
+            causes.entry(detail.as_str()).or_default().push(id);
+        }
+    }
+    causes
+}
+
+fn flaky(r: &SuiteResults) -> Vec<String> {
+    r.iter()
+        .filter(|(_, (o, _))| o == "flaky")
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn digests(a: &Ablation) -> Vec<String> {
+    a.runs
+        .iter()
+        .flat_map(|r| r.digests.iter().cloned())
+        .collect()
+}
+
+/// Every variant printed digests, and all of them agree.
+fn outputs_agree(a: &Ablation) -> bool {
+    let all = digests(a);
+    a.runs.iter().all(|r| !r.digests.is_empty()) && all.windows(2).all(|w| w[0] == w[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx_fuzz::Kind;
+
+    const MIB: i64 = 1 << 20;
+
+    fn repeats(failures: u64) -> Repeats {
+        Repeats {
+            runs: u64::from(FLAKY_REPEATS),
+            failures,
+            hung: false,
+        }
+    }
+
+    fn suite(results: &[(&str, &str)]) -> SuiteResults {
+        results
+            .iter()
+            .map(|(id, o)| (id.to_string(), (o.to_string(), format!("{o} because"))))
+            .collect()
+    }
+
+    /// Evidence as the fork shows it: pristine leaks 24 MiB a cycle in the
+    /// report's cell and shows its finding, patched retains nothing.
+    fn good() -> Evidence {
+        let run = |variant: Variant, retained: i64| AblationRun {
+            variant,
+            retained: vec![retained; 10],
+            digests: vec!["d1".into()],
+        };
+        Evidence {
+            report: vec![
+                (Variant::PRISTINE, vec![24; 10]),
+                (Variant::PATCHED, vec![0; 10]),
+            ],
+            install: Tally::new(),
+            install_rows: vec![Row::note("install paths")],
+            ablation: vec![Ablation {
+                cell: Cell::REPORT,
+                runs: vec![run(Variant::PRISTINE, 24 * MIB), run(Variant::PATCHED, 0)],
+                cpp_digest: Some("d1".into()),
+            }],
+            second_shape: vec![SecondShape {
+                variant: Variant::PATCHED,
+                shapes: 2,
+                live_one: MIB,
+                live_all: 2 * MIB,
+                cache_all: 0,
+                traces: vec![2, 2],
+                retained: 0,
+            }],
+            findings: [
+                (Variant::PRISTINE, true, Some(1), "leaked_bytes 64"),
+                (Variant::PATCHED, false, Some(0), "leaked_bytes 0"),
+            ]
+            .into_iter()
+            .map(|(variant, must_show, code, said)| FindingRun {
+                script: "f.py".into(),
+                variant,
+                kind: Kind::Leak,
+                must_show,
+                status: format!("exit status: {}", code.unwrap()),
+                code,
+                signal: None,
+                said: said.into(),
+            })
+            .collect(),
+            suites: [
+                (
+                    Variant::PRISTINE.name,
+                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky")]),
+                ),
+                (
+                    Variant::PATCHED.name,
+                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky")]),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            repeats: BTreeMap::new(),
+        }
+    }
+
+    fn failures(e: &Evidence) -> Vec<String> {
+        judge(e, &Expectations::new(false)).failures
+    }
+
+    #[test]
+    fn the_fork_as_measured_passes() {
+        let e = good();
+        let t = judge(&e, &Expectations::new(false));
+        assert_eq!(t.failures, Vec::<String>::new());
+        // report ×2, ablation ×2 + agreement + C++, shape, finding ×2, suite, flaky
+        assert_eq!(t.passed, 11);
+    }
+
+    #[test]
+    fn a_leak_on_patched_or_none_on_pristine_fails() {
+        let mut e = good();
+        e.report[1].1[9] = 24;
+        e.ablation[0].runs[0].retained = vec![0; 10];
+        let f = failures(&e);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].starts_with("report.py on patched"), "{f:?}");
+        assert!(f[1].starts_with("Python split / weights evaluated / compiled on pristine"), "{f:?}");
+        // Nine cycles are not the report's ten.
+        let mut e = good();
+        e.report[1].1.pop();
+        assert_eq!(failures(&e).len(), 1);
+        // Once the leak is upstream's fix too, pristine must not leak.
+        assert!(!judge(&good(), &Expectations::new(true)).failures.is_empty());
+    }
+
+    #[test]
+    fn outputs_must_agree_across_variants_and_with_cpp() {
+        let mut e = good();
+        e.ablation[0].runs[1].digests = vec!["d2".into()];
+        assert_eq!(failures(&e).len(), 1);
+        let mut e = good();
+        e.ablation[0].runs[1].digests.clear();
+        assert!(failures(&e)[0].contains("outputs differ"));
+        let mut e = good();
+        e.ablation[0].cpp_digest = None;
+        assert!(failures(&e)[0].starts_with("Python and C++ outputs differ"));
+    }
+
+    #[test]
+    fn a_finding_must_show_where_unfixed_and_run_clean_where_fixed() {
+        let mut e = good();
+        e.findings[0].code = Some(0);
+        e.findings[0].said = "leaked_bytes 0".into();
+        e.findings[1].code = Some(1);
+        let f = failures(&e);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].ends_with("expected it to show its leak"), "{f:?}");
+        assert!(f[1].ends_with("expected it to run clean"), "{f:?}");
+    }
+
+    #[test]
+    fn a_test_that_fails_on_patched_alone_fails_the_check() {
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PATCHED.name)
+            .unwrap()
+            .insert("a".into(), ("error".into(), "boom".into()));
+        assert!(failures(&e)[0].starts_with("MLX Python tests worse on patched"));
+        let mut e = good();
+        e.suites.remove(Variant::PRISTINE.name);
+        assert_eq!(
+            failures(&e),
+            ["MLX's Python suite did not run on both variants"]
+        );
+    }
+
+    #[test]
+    fn a_flaky_test_on_patched_alone_is_excused_only_by_like_repeats() {
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PATCHED.name)
+            .unwrap()
+            .insert("a".into(), ("flaky".into(), "once".into()));
+        assert_eq!(
+            unexplained_flaky(
+                &e.suites[Variant::PRISTINE.name],
+                &e.suites[Variant::PATCHED.name]
+            ),
+            ["a"]
+        );
+        // Not repeated: not excused.
+        assert!(failures(&e)[0].contains("flaky on patched and not alike"));
+        e.repeats.insert("a".into(), (repeats(12), repeats(9)));
+        assert!(failures(&e).is_empty());
+        e.repeats.insert("a".into(), (repeats(3), repeats(0)));
+        assert_eq!(failures(&e).len(), 1);
+        // The repeats are rows of the table.
+        assert!(render(&e).iter().any(|r| r
+            .to_string()
+            .contains("alone it failed 3 of 1000 runs on patched")));
+    }
+
+    #[test]
+    fn a_flaky_test_is_excused_only_by_a_like_rate_on_pristine() {
+        assert!(flaky_regression(3, 0), "never failing on pristine");
+        assert!(flaky_regression(0, 0), "failing alone on neither");
+        assert!(!flaky_regression(12, 9));
+        assert!(!flaky_regression(5, 40));
+        assert!(flaky_regression(200, 10), "far more often on patched");
+    }
+
+    #[test]
+    fn the_rows_follow_the_order_the_check_ran_in() {
+        let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
+        assert_eq!(rows.len(), 2 + 1 + 1 + 1 + 2 + 2 + 1, "{rows:#?}");
+        assert!(rows[0].contains("verbatim on pristine"));
+        assert!(rows[2].contains("install paths"));
+        assert!(rows[3].contains("Python: split / weights evaluated / compiled"));
+        assert!(rows[4].contains("2 compiled shape(s)"));
+        assert!(rows[9].contains("fail on both (1): failed because"));
+    }
+}

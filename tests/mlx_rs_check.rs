@@ -1,12 +1,9 @@
 //! mlx-rs 0.33 through the drop-in `mlx-sys`, on patched and pristine
 //! (docs/mlx-rs.md; a slow check).
 
-use mlx_workflows::{checks, workspace::Tally};
+use mlx_workflows::checks;
 
 #[test]
 fn mlx_rs_through_the_drop_in_sys_crate() {
-    checks::run("mlx_rs_check", |rows| {
-        let (passed, failed) = mlx_workflows::mlx_rs::check(rows)?;
-        Ok(Tally::counted(passed, failed, "mlx-rs"))
-    });
+    checks::run("mlx_rs_check", mlx_workflows::mlx_rs::check);
 }

@@ -106,6 +106,27 @@ impl Tally {
     }
 }
 
+/// A finished process as evidence for a judge: its status and its output
+/// as text.
+#[derive(Clone, Debug, Default)]
+pub struct Ran {
+    pub success: bool,
+    pub status: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<&std::process::Output> for Ran {
+    fn from(o: &std::process::Output) -> Ran {
+        Ran {
+            success: o.status.success(),
+            status: o.status.to_string(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
 pub fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd
         .status()

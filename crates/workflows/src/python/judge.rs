@@ -435,7 +435,10 @@ mod tests {
         let f = failures(&e);
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].starts_with("report.py on patched"), "{f:?}");
-        assert!(f[1].starts_with("Python split / weights evaluated / compiled on pristine"), "{f:?}");
+        assert!(
+            f[1].starts_with("Python split / weights evaluated / compiled on pristine"),
+            "{f:?}"
+        );
         // Nine cycles are not the report's ten.
         let mut e = good();
         e.report[1].1.pop();

@@ -10,9 +10,11 @@
 //!   - mlx-rs 0.33.0's own unit and integration tests, from the published
 //!     package: nothing that passes on pristine may fail on patched.
 
-use crate::workspace::{anyhow, Context};
+mod judge;
+
+use crate::workspace::{anyhow, Context, Ran, Tally};
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
-use mlx_expectations::outcomes::{by_word, failing_on_both, regressions};
+use judge::{Dependent, Evidence, Proof};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
@@ -60,10 +62,12 @@ For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
     Ok(())
 }
 
-/// One run of the proof program: its `cycle` lines, or its shim lines.
-struct Run {
-    retained: Vec<i64>,
-    digests: Vec<String>,
+/// One run of the proof program: its `cycle` lines.
+pub struct Run {
+    /// Bytes retained after each cycle.
+    pub retained: Vec<i64>,
+    /// The output digest of each cycle.
+    pub digests: Vec<String>,
 }
 
 fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]) -> Result<Run> {
@@ -214,53 +218,45 @@ fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
 
 /// The report's cell over 10 cycles, the others over 3 (all at the
 /// report's sizes).
-const CELLS: &[(Cell, &str)] = &[
+pub(crate) const CELLS: &[(Cell, &str)] = &[
     (Cell::REPORT, "10"),
     (Cell::SLICES, "3"),
     (Cell::NOT_EVALUATED, "3"),
 ];
 
-/// The proof: returns (checks passed, failures).
-fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
-    let mut failures = Vec::new();
-    let mut passed = 0;
-    let mut runs: BTreeMap<(&str, String), Run> = BTreeMap::new();
-    let expectations = crate::workspace::expectations();
+/// Runs the proof program on each variant: every cell, the release race
+/// over processes, and the shims.
+fn proofs(variants: &[(Variant, Artifacts)]) -> Result<Vec<Proof>> {
+    let mut proofs = Vec::new();
     for (variant, mlx) in variants {
         let exe = build_proof(*variant, mlx)?;
+        let mut cells = Vec::new();
         for (c, cycles) in CELLS {
-            let cell = c.name();
             let args: Vec<&str> = ["--cycles", cycles].into_iter().chain(c.flags()).collect();
             let run = run_proof(&exe, &args, &[])?;
-            let mean = run.retained.iter().sum::<i64>() / run.retained.len().max(1) as i64;
             println!(
-                "mlx-rs, {}: {cell}: {} bytes per cycle (mean), {:?}",
-                variant.name, mean, run.retained
+                "mlx-rs, {}: {}: {:?} bytes retained per cycle",
+                variant.name,
+                c.name(),
+                run.retained
             );
-            let bound = c.bound(expectations.verdict(variant));
-            if bound.admits_all(&run.retained) {
-                passed += 1;
-            } else {
-                failures.push(format!(
-                    "mlx-rs {} {cell}: retained {:?}, expected {bound} every cycle",
-                    variant.name, run.retained
-                ));
-            }
-            runs.insert((variant.name, cell), run);
+            cells.push((*c, run));
         }
-        // The release race in safe Rust, over processes: the control must
-        // leak in at least one, a fix in no trial of any.
+        // The release race in safe Rust, over processes.
         let trials = mlx_expectations::RACE.mlx_rs_trials.to_string();
-        let mut leaked = Vec::new();
+        let mut race_leaked = Vec::new();
         for _ in 0..mlx_expectations::RACE.processes {
-            let out = Command::new(&exe).args(["--race", &trials]).output()?;
+            let out = Command::new(&exe)
+                .args(["--race", &trials])
+                .output()
+                .with_context(|| format!("cannot run {}", exe.display()))?;
             let stdout = String::from_utf8_lossy(&out.stdout);
             let k = parse_records(&stdout)
                 .iter()
                 .find(|r| r.kind == "race")
                 .and_then(|r| r.number("leaked"));
             match k {
-                Some(k) if out.status.success() => leaked.push(k),
+                Some(k) if out.status.success() => race_leaked.push(k),
                 _ => {
                     return Err(anyhow!(
                         "mlx-rs {} --race failed ({}):\n{stdout}{}",
@@ -272,90 +268,26 @@ fn proof(variants: &[(Variant, Artifacts)], rows: &mut Vec<Row>) -> Result<(u32,
             }
         }
         println!(
-            "mlx-rs, {}: split dropped on two threads at once: leaked in {leaked:?} of {trials} trials per process",
+            "mlx-rs, {}: split dropped on two threads at once: leaked in {race_leaked:?} of {trials} trials per process",
             variant.name
         );
-        let race_ok = if mlx_expectations::RACE.shows_on(variant.name) {
-            leaked.iter().any(|&k| k > 0)
-        } else {
-            leaked.iter().all(|&k| k == 0)
-        };
-        if race_ok {
-            passed += 1;
-        } else {
-            failures.push(format!(
-                "mlx-rs {}: the release race leaked in {leaked:?} of {trials} trials per process (expected {})",
-                variant.name,
-                if mlx_expectations::RACE.shows_on(variant.name) { "some in at least one process" } else { "none" }
-            ));
-        }
-        let shims = Command::new(&exe).arg("--shims").output()?;
-        let text = String::from_utf8_lossy(&shims.stdout);
-        print!(
-            "{}",
-            text.lines()
-                .map(|l| format!("mlx-rs, {}: {l}\n", variant.name))
-                .collect::<String>()
+        let shims = Ran::from(
+            &Command::new(&exe)
+                .arg("--shims")
+                .output()
+                .with_context(|| format!("cannot run {}", exe.display()))?,
         );
-        if shims.status.success() && text.lines().filter(|l| l.ends_with(" ok")).count() == 3 {
-            passed += 1;
-        } else {
-            failures.push(format!(
-                "mlx-rs {}: shims failed: {}{}",
-                variant.name,
-                text,
-                String::from_utf8_lossy(&shims.stderr)
-            ));
+        for l in shims.stdout.lines() {
+            println!("mlx-rs, {}: {l}", variant.name);
         }
+        proofs.push(Proof {
+            variant: *variant,
+            cells,
+            race_leaked,
+            shims,
+        });
     }
-    // Bit-identical outputs across variants (every cell), and with the
-    // C++ probe for the report's cell.
-    for (c, _) in CELLS {
-        let cell = c.name();
-        let digests: Vec<&String> = variants
-            .iter()
-            .filter_map(|(v, _)| runs.get(&(v.name, cell.clone())))
-            .flat_map(|r| &r.digests)
-            .collect();
-        let same = digests.windows(2).all(|w| w[0] == w[1]);
-        if same {
-            passed += 1;
-        } else {
-            failures.push(format!(
-                "mlx-rs {cell}: outputs differ across cycles or variants: {digests:?}"
-            ));
-        }
-        let cells: Vec<(String, f64)> = variants
-            .iter()
-            .filter_map(|(v, _)| {
-                runs.get(&(v.name, cell.clone())).map(|r| {
-                    let mean = r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64;
-                    (v.name.to_string(), mean as f64)
-                })
-            })
-            .collect();
-        rows.push(Row::retained(format!("mlx-rs 0.33: {cell}"), cells, same));
-    }
-    let (patched, mlx) = variants
-        .iter()
-        .find(|(v, _)| *v == Variant::PATCHED)
-        .context("no patched variant")?;
-    let exe = crate::demo::cpp_probe(mlx, "leak_scenario")?;
-    let cpp = run_proof(&exe, &["--cycles", "1"], &[]);
-    let cpp = cpp.map(|r| r.digests).unwrap_or_default();
-    let rust = runs
-        .get(&(patched.name, Cell::REPORT.name()))
-        .map(|r| r.digests.clone())
-        .unwrap_or_default();
-    if !cpp.is_empty() && rust.first() == cpp.first() {
-        println!("mlx-rs and the C++ API computed the same bits: {}", cpp[0]);
-        passed += 1;
-    } else {
-        failures.push(format!(
-            "mlx-rs and the C++ probe computed different bits: {rust:?} vs {cpp:?}"
-        ));
-    }
-    Ok((passed, failures))
+    Ok(proofs)
 }
 
 /// Outcome of each test of mlx-rs's suite (`ok`, `FAILED`, `ignored`), by
@@ -377,13 +309,13 @@ fn suite_results(stdout: &str) -> BTreeMap<String, String> {
 
 /// mlx-rs 0.33.0's own tests on one variant.
 #[derive(Default)]
-struct SuiteOutcome {
+pub struct SuiteOutcome {
     /// Test name -> `ok`, `FAILED` or `ignored`.
-    results: BTreeMap<String, String>,
+    pub results: BTreeMap<String, String>,
     /// Why each failure failed.
-    reasons: BTreeMap<String, String>,
+    pub reasons: BTreeMap<String, String>,
     /// Why the run's exit disagrees with its results, if it does.
-    exit_problem: Option<String>,
+    pub exit_problem: Option<String>,
 }
 
 fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<SuiteOutcome> {
@@ -567,19 +499,33 @@ fn cargo_test_exit_problem(stdout: &str, stderr: &str, success: bool) -> Option<
     }
 }
 
-fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
+pub(crate) fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
     results.values().filter(|o| *o == outcome).count()
 }
 
-pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
+/// `cargo xtask mlx-rs-check`: collects the evidence, then judges it
+/// ([`judge::judge`]) and renders its rows ([`judge::render`]).
+pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
+    let evidence = collect()?;
+    for line in judge::failing_on_both_lines(&evidence) {
+        println!("  fails on both: {line}");
+    }
+    rows.extend(judge::render(&evidence));
+    Ok(judge::judge(&evidence, &crate::workspace::expectations()))
+}
+
+fn collect() -> Result<Evidence> {
     let variants: Vec<(Variant, Artifacts)> = [Variant::PRISTINE, Variant::PATCHED]
         .into_iter()
         .map(|v| prefix_of(v).map(|a| (v, a)))
         .collect::<Result<_>>()?;
-    let (mut passed, mut failures) = proof(&variants, rows)?;
-    let (p, f) = dependent(rows)?;
-    passed += p;
-    failures.extend(f);
+    let proofs = proofs(&variants)?;
+    // The C++ probe on patched, for the same bits.
+    let probe = crate::demo::cpp_probe(&variants[1].1, "leak_scenario")?;
+    let cpp_digests = run_proof(&probe, &["--cycles", "1"], &[])
+        .map(|r| r.digests)
+        .unwrap_or_default();
+    let dependent = dependent()?;
 
     // Patched first. Both variants run the same compiled tests, so the
     // control's run only serves to tell a patched failure that is upstream's
@@ -606,20 +552,9 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
             ),
         }
     }
-    let patched = &patched;
-    let no_control = SuiteOutcome::default();
-    let pristine = pristine.as_ref().unwrap_or(&no_control);
-    // The fixed variant's run must end as its results say: a crash after
-    // the last test is a failure no result line shows.
-    if let Some(problem) = &patched.exit_problem {
-        failures.push(format!(
-            "mlx-rs's tests on patched: {problem} (see target/mlx-rs/suite-patched.log)"
-        ));
-    } else {
-        passed += 1;
-    }
-    // And the judge sees such a crash: one passing test of the suite again,
-    // each binary aborting as it unloads a preloaded library.
+    // The judge must see a crash after the last test: one passing test of
+    // the suite again, each binary aborting as it unloads a preloaded
+    // library.
     let one = patched
         .results
         .iter()
@@ -633,55 +568,14 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
         Some(&lib),
         &[one.as_str(), "--exact"],
     )?;
-    match &aborted.exit_problem {
-        Some(problem) if aborted.results.get(&one).map(String::as_str) == Some("ok") => {
-            println!("mlx-rs's `{one}` with a library that aborts at unload: {problem}: seen");
-            passed += 1;
-        }
-        other => failures.push(format!(
-            "mlx-rs's `{one}` with a library that aborts at unload: the exit check saw {other:?} ({:?})",
-            aborted.results.get(&one)
-        )),
-    }
-    let words = |r: &BTreeMap<String, String>| by_word(r.iter().map(|(n, o)| (n, o.as_str())));
-    let (before, after) = (words(&pristine.results), words(&patched.results));
-    let both = failing_on_both(&before, &after);
-    for name in &both {
-        let why = patched
-            .reasons
-            .get(name)
-            .map(String::as_str)
-            .unwrap_or("(see target/mlx-rs/suite-patched.log)");
-        println!("  fails on both: {name}: {why}");
-    }
-    let regressions = regressions(&before, &after);
-    if regressions.is_empty() {
-        passed += 1;
-    } else {
-        failures.push(format!(
-            "mlx-rs tests worse on patched than on pristine: {regressions:?}"
-        ));
-    }
-    rows.push(Row::note(format!("mlx-rs 0.33.0's own tests: patched {} passed / {} failed / {} ignored; the control {}; {} fail on both",
-        count(&patched.results, "ok"),
-        count(&patched.results, "FAILED"),
-        count(&patched.results, "ignored"),
-        if pristine.results.is_empty() {
-            "not run (nothing to excuse)".to_string()
-        } else {
-            format!(
-                "{} / {} / {}",
-                count(&pristine.results, "ok"),
-                count(&pristine.results, "FAILED"),
-                count(&pristine.results, "ignored")
-            )
-        },
-        both.len()
-    )));
-    for f in &failures {
-        println!("FAILED: {f}");
-    }
-    Ok((passed, failures.len() as u32))
+    Ok(Evidence {
+        proofs,
+        cpp_digests,
+        dependent,
+        patched,
+        pristine,
+        aborted: (one, aborted),
+    })
 }
 
 /// `tests/mlx-sys-dependent`, a project outside the workspace that adds
@@ -693,8 +587,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<(u32, u32)> {
 /// Its build script reads `DEP_MLX_INCLUDE`, `DEP_MLX_DEFINES` and
 /// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
 /// build is shared through `MLX_PATCHED_BUILD_DIR`, as in the other checks.
-fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
-    let mut t = crate::workspace::Tally::new();
+fn dependent() -> Result<Dependent> {
     let target = target_dir()?.join("mlx-sys-dependent");
     let copy = vendored_copy(
         "mlx-sys-dependent",
@@ -719,58 +612,59 @@ fn dependent(rows: &mut Vec<Row>) -> Result<(u32, Vec<String>)> {
     );
     crate::workspace::run(&mut project(&["build", "--quiet"]))?;
     let exe = target.join("debug/mlx-sys-dependent");
-    let direct = Command::new(&exe)
-        .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
-        .output()
-        .with_context(|| format!("cannot run {}", exe.display()))?;
-    let said = String::from_utf8_lossy(&direct.stdout).to_string();
+    let direct = Ran::from(
+        &Command::new(&exe)
+            .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
+            .output()
+            .with_context(|| format!("cannot run {}", exe.display()))?,
+    );
     println!(
         "{} run directly: {} {}",
         exe.display(),
         direct.status,
-        said.trim().replace('\n', "; ")
+        direct.stdout.trim().replace('\n', "; ")
     );
-    rows.push(Row::note(format!(
-        "mlx-sys dependent, run directly: {}",
-        said.trim().replace('\n', "; ")
-    )));
-    t.check(
-        direct.status.success() && said.contains("twice(1.5) = 3\n"),
-        || {
-            format!(
-                "{} run directly: {} {said}{}",
-                exe.display(),
-                direct.status,
-                String::from_utf8_lossy(&direct.stderr)
-            )
-        },
-    );
-    if cfg!(target_os = "linux") {
-        let elf = Command::new("readelf").arg("-d").arg(&exe).output()?;
-        let needed = String::from_utf8_lossy(&elf.stdout).to_string();
-        t.check(elf.status.success() && !needed.contains("libmlx"), || {
-            format!("{} needs a shared libmlx: {needed}", exe.display())
-        });
-    }
+    let dynamic_section = if cfg!(target_os = "linux") {
+        Some(Ran::from(
+            &Command::new("readelf")
+                .arg("-d")
+                .arg(&exe)
+                .output()
+                .context("cannot run readelf")?,
+        ))
+    } else {
+        None
+    };
+    let mut cargo_runs = Vec::new();
     for args in [&["run", "--quiet"][..], &["test", "--quiet"][..]] {
-        let out = project(args).output()?;
-        t.check(out.status.success(), || {
-            format!(
-                "cargo {} in tests/mlx-sys-dependent: {}\n{}{}",
-                args[0],
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let out = project(args).output().context("cannot run cargo")?;
+        cargo_runs.push((args[0], Ran::from(&out)));
     }
-    let again = project(&["build"]).output()?;
-    let stderr = String::from_utf8_lossy(&again.stderr).to_string();
-    t.check(
-        again.status.success() && !stderr.contains("warning"),
-        || format!("a no-op build of tests/mlx-sys-dependent warned: {stderr}"),
+    let again = Ran::from(&project(&["build"]).output().context("cannot run cargo")?);
+    Ok(Dependent {
+        exe,
+        direct,
+        dynamic_section,
+        cargo_runs,
+        again,
+    })
+}
+
+pub fn check_cmd() -> Result<()> {
+    crate::deps::install()?;
+    let t = check(&mut Vec::new())?;
+    for f in &t.failures {
+        println!("FAILED: {f}");
+    }
+    println!(
+        "mlx-rs-check: {} passed, {} failed",
+        t.passed,
+        t.failures.len()
     );
-    Ok((t.passed, t.failures))
+    if !t.failures.is_empty() {
+        return Err(anyhow!("{} mlx-rs checks failed", t.failures.len()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -813,12 +707,4 @@ mod tests {
         assert!(cargo_test_exit_problem(one, &stderr, false).is_some());
         assert!(cargo_test_exit_problem("", "", true).is_some());
     }
-}
-pub fn check_cmd() -> Result<()> {
-    crate::deps::install()?;
-    let (_, failed) = check(&mut Vec::new())?;
-    if failed > 0 {
-        return Err(anyhow!("{failed} mlx-rs checks failed"));
-    }
-    Ok(())
 }

@@ -8,19 +8,6 @@ use crate::workspace::{report_dir, Result, Tally};
 use mlx_expectations::report::{self, Row};
 use mlx_patched::Env;
 
-impl Tally {
-    /// The tally of a check that counts its failures without naming them
-    /// (they were printed as they happened).
-    pub fn counted(passed: u32, failed: u32, what: &str) -> Tally {
-        Tally {
-            passed,
-            failures: (0..failed)
-                .map(|i| format!("{what}: failure {} of {failed} (named above)", i + 1))
-                .collect(),
-        }
-    }
-}
-
 /// Runs the check `name` as a test (see the module's documentation).
 pub fn run(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Tally>) {
     if !Env::process().slow_checks() {

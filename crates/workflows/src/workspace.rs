@@ -98,12 +98,6 @@ impl Tally {
             self.failures.push(what());
         }
     }
-
-    /// Adds another tally's claims.
-    pub fn absorb(&mut self, other: &Tally) {
-        self.passed += other.passed;
-        self.failures.extend(other.failures.iter().cloned());
-    }
 }
 
 /// A finished process as evidence for a judge: its status and its output

@@ -18,9 +18,8 @@ pub type SuiteResults = BTreeMap<String, (String, String)>;
 pub struct Evidence {
     /// The report's script: whole MiB retained after each cycle.
     pub report: Vec<(Variant, Vec<i64>)>,
-    /// The wheels' install paths, which judge their own claims.
-    pub install: Tally,
-    pub install_rows: Vec<Row>,
+    /// The wheels' install paths (`crate::install_paths`).
+    pub install: crate::install_paths::Evidence,
     pub ablation: Vec<Ablation>,
     pub second_shape: Vec<SecondShape>,
     pub findings: Vec<FindingRun>,
@@ -89,7 +88,7 @@ pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
             },
         );
     }
-    t.absorb(&e.install);
+    crate::install_paths::judge(&e.install, &mut t);
     for a in &e.ablation {
         let cell = a.cell.name();
         for r in &a.runs {
@@ -186,7 +185,7 @@ pub fn render(e: &Evidence) -> Vec<Row> {
             v.name
         )));
     }
-    rows.extend(e.install_rows.iter().cloned());
+    rows.extend(crate::install_paths::render(&e.install));
     for a in &e.ablation {
         let cols = a
             .runs
@@ -366,8 +365,15 @@ mod tests {
                 (Variant::PRISTINE, vec![24; 10]),
                 (Variant::PATCHED, vec![0; 10]),
             ],
-            install: Tally::new(),
-            install_rows: vec![Row::note("install paths")],
+            install: crate::install_paths::Evidence {
+                skipped: Some("install paths".into()),
+                mypy: Some(crate::install_paths::Mypy {
+                    version: "1".into(),
+                    report: (true, String::new()),
+                    ill_typed: (false, "Incompatible types in assignment \"array\"".into()),
+                }),
+                ..Default::default()
+            },
             ablation: vec![Ablation {
                 cell: Cell::REPORT,
                 runs: vec![run(Variant::PRISTINE, 24 * MIB), run(Variant::PATCHED, 0)],
@@ -423,8 +429,9 @@ mod tests {
         let e = good();
         let t = judge(&e, &Expectations::new(false));
         assert_eq!(t.failures, Vec::<String>::new());
-        // report ×2, ablation ×2 + agreement + C++, shape, finding ×2, suite, flaky
-        assert_eq!(t.passed, 11);
+        // report ×2, mypy ×2, ablation ×2 + agreement + C++, shape,
+        // finding ×2, suite, flaky
+        assert_eq!(t.passed, 13);
     }
 
     #[test]
@@ -526,11 +533,12 @@ mod tests {
     #[test]
     fn the_rows_follow_the_order_the_check_ran_in() {
         let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
-        assert_eq!(rows.len(), 2 + 1 + 1 + 1 + 2 + 2 + 1, "{rows:#?}");
+        assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1, "{rows:#?}");
         assert!(rows[0].contains("verbatim on pristine"));
-        assert!(rows[2].contains("install paths"));
-        assert!(rows[3].contains("Python: split / weights evaluated / compiled"));
-        assert!(rows[4].contains("2 compiled shape(s)"));
-        assert!(rows[9].contains("fail on both (1): failed because"));
+        assert!(rows[2].contains("skipped: install paths"));
+        assert!(rows[3].contains("mypy on report.py"));
+        assert!(rows[4].contains("Python: split / weights evaluated / compiled"));
+        assert!(rows[5].contains("2 compiled shape(s)"));
+        assert!(rows[10].contains("fail on both (1): failed because"));
     }
 }

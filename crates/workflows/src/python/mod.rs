@@ -249,18 +249,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     }
 
     // The wheels as users install, replace and remove them, and their stubs.
-    let mut install = Tally::new();
-    let mut install_rows = Vec::new();
-    crate::install_paths::check(&mut install, &mut install_rows)?;
-    let patched_wheel = build_wheel(Variant::PATCHED)?;
-    crate::install_paths::type_check(
-        &mut install,
-        &mut install_rows,
-        &pythons[1].1,
-        &patched_wheel,
-    )?;
-    crate::install_paths::reproducible(&mut install, &mut install_rows, Variant::PATCHED)?;
-    crate::install_paths::platform_tags(&mut install, &mut install_rows, &patched_wheel)?;
+    let install = crate::install_paths::collect(&pythons[1].1, &build_wheel(Variant::PATCHED)?)?;
 
     // 2. The ablation, with fixed keys: the report's cell over 10 cycles,
     // the others over 3.
@@ -465,7 +454,6 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     Ok(Evidence {
         report,
         install,
-        install_rows,
         ablation,
         second_shape,
         findings,

@@ -3,7 +3,7 @@
 //! sets it), adds its rows to the run's table, leaves its tally for
 //! `cargo xtask test` to count, and fails naming every failed claim.
 
-use crate::workspace::Context;
+use crate::workspace::{bail, Context};
 use crate::workspace::{report_dir, Result, Tally};
 use mlx_expectations::report::{self, Row};
 use mlx_patched::Env;
@@ -43,6 +43,21 @@ pub fn run(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Tally>) {
         checked.failures.len(),
         checked.failures.join("\n")
     );
+}
+
+/// A check run as an xtask command (`cargo xtask python-check`, …):
+/// installs what it needs, names every failed claim, and fails if one did.
+pub fn command(name: &str, check: impl FnOnce(&mut Vec<Row>) -> Result<Tally>) -> Result<()> {
+    crate::deps::install()?;
+    let t = check(&mut Vec::new())?;
+    for f in &t.failures {
+        println!("FAILED: {f}");
+    }
+    println!("{name}: {} passed, {} failed", t.passed, t.failures.len());
+    if !t.failures.is_empty() {
+        bail!("{name}: {} checks failed", t.failures.len());
+    }
+    Ok(())
 }
 
 /// The report directory of the run in progress (the one its table is

@@ -226,18 +226,12 @@ fn report_formats(path: &str, text: &str) -> Vec<String> {
     {
         return vec![];
     }
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        for piece in PIECES {
-            if line.contains(piece) {
-                out.push(format!(
-                    "{path}:{}: `{piece}` is the summary table's format: use mlx_expectations::report",
-                    i + 1
-                ));
-            }
-        }
-    }
-    out
+    lines_with(
+        path,
+        text,
+        PIECES,
+        "is the summary table's format: use mlx_expectations::report",
+    )
 }
 
 // ---- errors keep their cause ----
@@ -253,14 +247,21 @@ fn flattened_errors(path: &str, text: &str) -> Vec<String> {
     if !(path.starts_with("crates/workflows/src/") || path.starts_with("crates/xtask/src/")) {
         return vec![];
     }
+    lines_with(
+        path,
+        text,
+        PIECES,
+        "drops the error's cause: use `?` with `.context(..)`",
+    )
+}
+
+/// Each line of `text` holding one of `pieces`, as `path:line: piece why`.
+fn lines_with(path: &str, text: &str, pieces: &[&str], why: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        for piece in PIECES {
+        for piece in pieces {
             if line.contains(piece) {
-                out.push(format!(
-                    "{path}:{}: `{piece}` drops the error's cause: use `?` with `.context(..)`",
-                    i + 1
-                ));
+                out.push(format!("{path}:{}: `{piece}` {why}", i + 1));
             }
         }
     }

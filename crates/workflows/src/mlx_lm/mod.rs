@@ -684,20 +684,7 @@ fn describe(e: ServerLeak) -> String {
 }
 
 pub fn check_cmd() -> Result<()> {
-    crate::deps::install()?;
-    let t = check(&mut Vec::new())?;
-    for f in &t.failures {
-        println!("FAILED: {f}");
-    }
-    println!(
-        "mlx-lm-check: {} passed, {} failed",
-        t.passed,
-        t.failures.len()
-    );
-    match t.failures.is_empty() {
-        true => Ok(()),
-        false => Err(anyhow!("{} mlx-lm checks failed", t.failures.len())),
-    }
+    crate::checks::command("mlx-lm-check", check)
 }
 
 /// The report's scale: the cell, and its cycles.

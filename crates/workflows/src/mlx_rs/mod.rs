@@ -651,20 +651,7 @@ fn dependent() -> Result<Dependent> {
 }
 
 pub fn check_cmd() -> Result<()> {
-    crate::deps::install()?;
-    let t = check(&mut Vec::new())?;
-    for f in &t.failures {
-        println!("FAILED: {f}");
-    }
-    println!(
-        "mlx-rs-check: {} passed, {} failed",
-        t.passed,
-        t.failures.len()
-    );
-    if !t.failures.is_empty() {
-        return Err(anyhow!("{} mlx-rs checks failed", t.failures.len()));
-    }
-    Ok(())
+    crate::checks::command("mlx-rs-check", check)
 }
 
 #[cfg(test)]

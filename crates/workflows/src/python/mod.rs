@@ -463,21 +463,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
 }
 
 pub fn check_cmd() -> Result<()> {
-    crate::deps::install()?;
-    let t = check(&mut Vec::new())?;
-    for f in &t.failures {
-        println!("FAILED: {f}");
-    }
-    println!(
-        "python-check: {} passed, {} failed",
-        t.passed,
-        t.failures.len()
-    );
-    if t.failures.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow!("{} Python checks failed", t.failures.len()))
-    }
+    crate::checks::command("python-check", check)
 }
 
 #[cfg(test)]

@@ -229,7 +229,10 @@ print(time.perf_counter_ns() - start, sum(retained) // cycles)
 "#;
 
 fn peer_comparison() {
-    let pinned = mlx_patched::pin::UPSTREAM_VERSION;
+    let pinned = mlx_patched::Env::process()
+        .base()
+        .expect("MLX_FORK_BASE names a base")
+        .version;
     println!("\npeer comparison: the report's cycle, this project's Rust API on patched against the official Python package");
     match python_mlx_version() {
         Some(v) if v == pinned => {}

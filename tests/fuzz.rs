@@ -208,15 +208,11 @@ fn checked_in() -> Vec<Kept> {
 #[test]
 fn every_checked_in_finding_shows_where_its_fix_is_missing_and_not_where_it_is_applied() {
     let v = linked();
-    // The series the linked variant was built with (a rebase may pass another).
-    let dir = mlx_patched::Env::process()
-        .series_dir()
-        .unwrap_or_else(mlx_patched::patch::series_dir);
-    let series: Vec<String> = mlx_patched::patch::fix_series(&dir)
-        .unwrap()
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    // The series the linked variant was built with (a base's, or another
+    // a rebase passes).
+    let series = mlx_patched::patch::names(
+        &mlx_patched::patch::fix_series(&mlx_patched::run_series().unwrap()).unwrap(),
+    );
     let findings = checked_in();
     assert!(!findings.is_empty(), "no checked-in finding to replay");
     let w = worker();

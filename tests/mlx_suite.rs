@@ -52,10 +52,7 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.
 fn new_cases_by_patch() -> Vec<(String, Vec<String>)> {
-    let dir = Env::process()
-        .series_dir()
-        .unwrap_or_else(patch::series_dir);
-    patch::series(&dir)
+    mlx_patched::run_series()
         .unwrap()
         .iter()
         .map(|file| {

@@ -30,8 +30,10 @@ enum Link {
 fn main() -> Result<(), Error> {
     let env = Env::build_script();
     let out_dir = env.out_dir()?;
-    let (mlx, link) = linked_mlx(&env, &out_dir)?;
-    let mlxc_src = mlx_patched::mlxc_source(&env)?;
+    // First: a base no mlx-c compiles against is refused before any build.
+    let base = env.base()?;
+    let mlxc_src = mlx_patched::mlxc_source(&env, base)?;
+    let (mlx, link) = linked_mlx(&env, base, &out_dir)?;
 
     let mlxc = build_mlxc(
         &mlxc_src,
@@ -92,18 +94,22 @@ fn main() -> Result<(), Error> {
 
 /// The MLX this crate links: `MLX_SYS_PREFIX` (shared), or the patched
 /// variant (static).
-fn linked_mlx(env: &Env, out_dir: &Path) -> Result<(Artifacts, Link), Error> {
+fn linked_mlx(
+    env: &Env,
+    base: &mlx_patched::pin::Base,
+    out_dir: &Path,
+) -> Result<(Artifacts, Link), Error> {
     if let Some(prefix) = env.mlx_sys_prefix()? {
         let mlx = Artifacts::from_prefix(&prefix)?;
-        // mlx-c's inline code and the bindings are written for the pinned
+        // mlx-c's inline code and the bindings are written for the base's
         // release: another MLX's headers may compile and still disagree.
         let found = mlx_patched::version_of(mlx.include_dir())?;
-        if found != mlx_patched::pin::UPSTREAM_VERSION {
+        if found != base.version {
             return Err(Error::new(format!(
-                "MLX_SYS_PREFIX={} holds MLX {found}, but this mlx-sys is built for MLX {} (the fork's pin): give a prefix of MLX {}",
+                "MLX_SYS_PREFIX={} holds MLX {found}, but this mlx-sys is built for MLX {} (the fork's base): give a prefix of MLX {}",
                 prefix.display(),
-                mlx_patched::pin::UPSTREAM_VERSION,
-                mlx_patched::pin::UPSTREAM_VERSION
+                base.version,
+                base.version
             )));
         }
         // A prefix rebuilt in place: mlx-c's inline array code must follow its headers.

@@ -38,6 +38,7 @@ macro_rules! variables {
 }
 
 variables! {
+    MLX_FORK_BASE: "the upstream release to build on and test: `0.32.2` (the default, mlx-rs's) or `0.32.4` (the table in `mlx-patched/src/pin.rs`); its builds live in `<target>/mlx/v<release>/`. `--base` of `cargo xtask` sets it",
     MLX_SOURCE_DIR: "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it",
     MLX_PATCHED_SERIES_DIR: "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)",
     MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx`); `crates/mlx-sys` builds mlx-c there too, once for each MLX it compiles against",
@@ -235,6 +236,16 @@ impl Env {
                     .map_err(|v| Error::new(format!("{} is not valid UTF-8: {v:?}", var.name)))
             })
             .transpose()
+    }
+
+    /// `MLX_FORK_BASE`: the base to build on (default: the first of
+    /// [`crate::pin::BASES`]). A release that is not a base is an error.
+    pub fn base(&self) -> Result<&'static crate::pin::Base, Error> {
+        match self.read_string(MLX_FORK_BASE)? {
+            None => Ok(crate::pin::Base::default_base()),
+            Some(name) => crate::pin::Base::parse(&name)
+                .map_err(|e| Error::new(format!("{}: {e}", MLX_FORK_BASE.name))),
+        }
     }
 
     /// `MLX_SOURCE_DIR`: an upstream MLX checkout to build instead of the

@@ -2,13 +2,15 @@
 //! suite's build script needs (it builds the variants a run checks). The
 //! bounds that go with them live in `crates/expectations`, which no build
 //! script depends on, so that editing a bound rebuilds no C++. A rebase onto
-//! an upstream that fixed the leak changes what every check expects at once
+//! an upstream that fixed the leak, or a base whose upstream did
+//! (`MLX_FORK_BASE`), changes what every check expects at once
 //! ([`Expectations::from_env`]).
 
 use crate::{Env, Expect, Variant, VARIANTS};
 
 /// The expectations of one run: the variants' own verdicts, or, on an
-/// upstream that fixed the leak itself (`MLX_FORK_UPSTREAM_FIXED`), the
+/// upstream that fixed the leak itself (`MLX_FORK_UPSTREAM_FIXED`, or a
+/// base with upstream's own fix of it), the
 /// control expected leak-free too and no rejected fix built (the rejected
 /// fixes are written against the leaking upstream).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +21,10 @@ pub struct Expectations {
 impl Expectations {
     /// The expectations this process runs under.
     pub fn from_env(env: &Env) -> Self {
+        // A base that is not one is refused where the build reads it.
+        let base_fixed = env.base().is_ok_and(|b| !b.control_leaks());
         Expectations {
-            upstream_fixed: env.upstream_fixed(),
+            upstream_fixed: env.upstream_fixed() || base_fixed,
         }
     }
 

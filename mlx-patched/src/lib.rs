@@ -110,40 +110,49 @@ pub fn lock_file(path: &Path) -> Result<fs::File, Error> {
     Ok(lock)
 }
 
-/// Upstream's tree to build: `MLX_SOURCE_DIR`, or the pinned carrier's tree
-/// with the carrier's own patches reversed, both tree ids checked against
-/// the pin.
+/// Upstream's tree to build: `MLX_SOURCE_DIR`, or the base's carrier's
+/// tree with the carrier's own patches reversed, both tree ids checked
+/// against the base's row.
 pub fn upstream(opts: &Options) -> Result<Upstream, Error> {
-    source::locate(&opts.env, &opts.root)
+    source::locate(&opts.env, opts.base, &opts.root)
+}
+
+/// The series this process's builds apply (fork-only patches included):
+/// the base's (`MLX_FORK_BASE`) of `patches/`, or `MLX_PATCHED_SERIES_DIR`'s.
+pub fn run_series() -> Result<Vec<PathBuf>, Error> {
+    let env = Env::process();
+    let dir = env.series_dir().unwrap_or_else(patch::series_dir);
+    patch::series_on(env.base()?, &dir)
 }
 
 /// A short description of the upstream tree for messages.
 pub fn describe(upstream: &Upstream) -> String {
     match &upstream.origin {
-        Origin::Pinned => format!(
+        Origin::Pinned(base) => format!(
             "upstream MLX v{} (tree {})",
-            pin::UPSTREAM_VERSION,
-            upstream.tree_id
+            base.version, upstream.tree_id
         ),
         Origin::Carrier(v) => format!(
             "upstream MLX from {} {v} (tree {})",
             pin::CARRIER_CRATE,
             upstream.tree_id
         ),
-        Origin::Override if upstream.tree_id == pin::UPSTREAM_TREE_ID => {
-            format!(
-                "MLX_SOURCE_DIR={} (tree {}, identical to pinned v{})",
+        Origin::Override => match pin::BASES
+            .iter()
+            .find(|b| b.upstream_tree_id == upstream.tree_id)
+        {
+            Some(base) => format!(
+                "MLX_SOURCE_DIR={} (tree {}, identical to the base v{})",
                 upstream.dir.display(),
                 upstream.tree_id,
-                pin::UPSTREAM_VERSION
-            )
-        }
-        Origin::Override => format!(
-            "MLX_SOURCE_DIR={} (tree {}, not the pinned v{})",
-            upstream.dir.display(),
-            upstream.tree_id,
-            pin::UPSTREAM_VERSION
-        ),
+                base.version
+            ),
+            None => format!(
+                "MLX_SOURCE_DIR={} (tree {}, not a base's)",
+                upstream.dir.display(),
+                upstream.tree_id,
+            ),
+        },
     }
 }
 

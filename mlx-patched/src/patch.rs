@@ -94,25 +94,36 @@ pub fn names(patches: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
+/// The series applied on `base` from `dir`: the base's series of the
+/// workspace's `patches/`, or every patch of another directory (a series
+/// named by `MLX_PATCHED_SERIES_DIR`, such as a rebase's, is applied whole).
+pub fn series_on(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    if dir == series_dir() {
+        base.series(dir)
+    } else {
+        series(dir)
+    }
+}
+
 /// The fix: the series without its fork-only patches. This is what the
 /// variants are built from and what goes upstream.
-pub fn fix_series(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    Ok(split_series(dir)?.0)
+pub fn fix_series(series: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    Ok(split_series(series)?.0)
 }
 
-/// The fork-only patches of the series (debug aids), in file-name order.
-pub fn fork_only(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    Ok(split_series(dir)?.1)
+/// The fork-only patches of the series (debug aids), in series order.
+pub fn fork_only(series: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    Ok(split_series(series)?.1)
 }
 
-/// The series as (fix, fork-only), each in file-name order.
-fn split_series(dir: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
+/// The series as (fix, fork-only), each in series order.
+fn split_series(series: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
     let (mut fix, mut aids) = (Vec::new(), Vec::new());
-    for p in series(dir)? {
-        if is_fork_only(&p)? {
-            aids.push(p)
+    for p in series {
+        if is_fork_only(p)? {
+            aids.push(p.clone())
         } else {
-            fix.push(p)
+            fix.push(p.clone())
         }
     }
     Ok((fix, aids))

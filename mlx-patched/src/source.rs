@@ -5,7 +5,8 @@
 //! is recovered by reversing them, newest first, on a fresh copy; the result
 //! must hash to the pinned tree id. The carrier's folder is never modified.
 
-use crate::{lock_file, patch, pin, Env, Error};
+use crate::pin::{self, Base};
+use crate::{lock_file, patch, Env, Error};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,9 +14,9 @@ use std::process::Command;
 /// Where the upstream tree came from.
 #[derive(Clone, Debug)]
 pub enum Origin {
-    /// The pinned carrier with its own patches reversed; both tree ids
-    /// (carrier's and upstream's) were checked against the pin.
-    Pinned,
+    /// A base's carrier with its own patches reversed; both tree ids
+    /// (carrier's and upstream's) were checked against the base's row.
+    Pinned(&'static Base),
     /// `MLX_SOURCE_DIR`; built whatever it holds, tree id reported.
     Override,
     /// A carrier version other than the pin (`cargo xtask rebase --to`),
@@ -53,20 +54,27 @@ pub fn sources_manifest(what: &str) -> PathBuf {
         .join("Cargo.toml")
 }
 
-/// Locates upstream's tree: the override if set, else the pinned carrier's
+/// Locates upstream's tree: the override if set, else the base's carrier's
 /// tree with the carrier's patches reversed, recovered under `root`.
-pub fn locate(env: &Env, root: &Path) -> Result<Upstream, Error> {
+pub fn locate(env: &Env, base: &'static Base, root: &Path) -> Result<Upstream, Error> {
     if let Some(dir) = env.source_dir() {
         env.track_file(&dir);
         return from_override(dir);
     }
-    let package = pinned_package(env, "mlx", pin::CARRIER_CRATE, pin::CARRIER_VERSION)?;
-    recover_upstream(
+    let package = pinned_package(
+        env,
+        &base.carrier_manifest(),
+        pin::CARRIER_CRATE,
+        base.carrier_version,
+    )?;
+    let mut upstream = recover_upstream(
         &package,
-        pin::CARRIER_VERSION,
+        base.carrier_version,
         &root.join("upstream"),
-        Some((pin::CARRIER_TREE_ID, pin::UPSTREAM_TREE_ID)),
-    )
+        Some((base.carrier_tree_id, base.upstream_tree_id)),
+    )?;
+    upstream.origin = Origin::Pinned(base);
+    Ok(upstream)
 }
 
 /// An upstream checkout named by `MLX_SOURCE_DIR`: any tree id is accepted
@@ -96,13 +104,10 @@ pub fn verify_tree(dir: &Path, expected: &str, what: &str) -> Result<String, Err
     let tree_id = tree_id(dir)?;
     if tree_id != expected {
         return Err(Error::new(format!(
-            "refusing {what} in {}: its git tree id is {tree_id}, but the pin (MLX v{}, {} {}) says {expected}. \
-             Fix the pin in mlx-patched/src/pin.rs (cargo xtask rebase --apply moves it) \
+            "refusing {what} in {}: its git tree id is {tree_id}, but the pin says {expected}. \
+             Fix the pin in mlx-patched/src/pin.rs (cargo xtask rebase writes a base's row) \
              or point MLX_SOURCE_DIR at an upstream checkout.",
             dir.display(),
-            pin::UPSTREAM_VERSION,
-            pin::CARRIER_CRATE,
-            pin::CARRIER_VERSION,
         )));
     }
     Ok(tree_id)
@@ -137,11 +142,7 @@ pub fn recover_upstream(
         .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
     // Several build scripts may recover the tree at once.
     let _lock = lock_file(&dir.join("lock"))?;
-    let origin = if expected.is_some() {
-        Origin::Pinned
-    } else {
-        Origin::Carrier(version.to_string())
-    };
+    let origin = Origin::Carrier(version.to_string());
 
     if let Some((_, upstream_id)) = expected {
         let done = dir.join(upstream_id);
@@ -187,10 +188,9 @@ pub fn recover_upstream(
             let names = crate::patch::names(&patches);
             return Err(Error::new(format!(
                 "refusing the recovered upstream tree: the carrier {} {version} (tree {carrier_id}) with its patches \
-                 [{}] reversed hashes to {upstream_id}, but the pin says upstream MLX v{} is {want}; nothing was built.",
+                 [{}] reversed hashes to {upstream_id}, but the pin says upstream's tree is {want}; nothing was built.",
                 pin::CARRIER_CRATE,
                 names.join(", "),
-                pin::UPSTREAM_VERSION
             )));
         }
     }
@@ -216,11 +216,24 @@ pub fn recover_upstream(
     })
 }
 
-/// mlx-c's source tree: `src/mlx-c` of the published package that carries
-/// it (the `mlx-sys` crate mlx-rs depends on), accepted only if it hashes to
-/// the pinned tree id. Read only: it is built out of tree.
-pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
-    let package = pinned_package(env, "mlx-c", pin::MLXC_CRATE, pin::MLXC_CRATE_VERSION)?;
+/// mlx-c's source tree for `base`: `src/mlx-c` of the published package
+/// that carries it (the `mlx-sys` crate mlx-rs depends on), accepted only if
+/// it hashes to the base's mlx-c tree id. Read only: it is built out of
+/// tree. A base with no mlx-c (none compiles against it) is refused.
+pub fn mlxc_source(env: &Env, base: &Base) -> Result<PathBuf, Error> {
+    let mlxc = base.mlxc.as_ref().ok_or_else(|| {
+        Error::new(format!(
+            "no mlx-c release compiles against MLX {} (mlx-c 0.7.0, which mlx-rs 0.33 binds, is MLX 0.32.2's), so mlx-rs's drop-in builds on the default base only: unset MLX_FORK_BASE or pass --base {}",
+            base.version,
+            crate::pin::Base::default_base().version
+        ))
+    })?;
+    let package = pinned_package(
+        env,
+        &sources_manifest("mlx-c"),
+        pin::MLXC_CRATE,
+        mlxc.crate_version,
+    )?;
     let dir = package.join(pin::MLXC_SUBDIR);
     if !dir.join("CMakeLists.txt").is_file() || !dir.join("mlx/c/mlx.h").is_file() {
         return Err(Error::new(format!(
@@ -231,12 +244,12 @@ pub fn mlxc_source(env: &Env) -> Result<PathBuf, Error> {
     }
     verify_tree(
         &dir,
-        pin::MLXC_TREE_ID,
+        mlxc.tree_id,
         &format!(
             "mlx-c {} from {} {}",
-            pin::MLXC_VERSION,
+            mlxc.version,
             pin::MLXC_CRATE,
-            pin::MLXC_CRATE_VERSION
+            mlxc.crate_version
         ),
     )?;
     Ok(dir)
@@ -262,7 +275,7 @@ pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
     }
     let package = pinned_package(
         env,
-        "gguflib",
+        &sources_manifest("gguflib"),
         pin::GGUFLIB_CRATE,
         pin::GGUFLIB_CRATE_VERSION,
     )?;
@@ -280,13 +293,12 @@ pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-/// The package pinned by `sources/<what>/`, its manifest and lock file
-/// tracked as build inputs.
-fn pinned_package(env: &Env, what: &str, name: &str, version: &str) -> Result<PathBuf, Error> {
-    let manifest = sources_manifest(what);
-    env.track_file(&manifest);
+/// The package pinned by `manifest` (`sources/<what>/Cargo.toml`), the
+/// manifest and its lock file tracked as build inputs.
+fn pinned_package(env: &Env, manifest: &Path, name: &str, version: &str) -> Result<PathBuf, Error> {
+    env.track_file(manifest);
     env.track_file(&manifest.with_file_name("Cargo.lock"));
-    published_package(&env.cargo(), &manifest, name, version, true)
+    published_package(&env.cargo(), manifest, name, version, true)
 }
 
 /// Finds (and on first use downloads) a published package through `cargo
@@ -295,7 +307,7 @@ fn pinned_package(env: &Env, what: &str, name: &str, version: &str) -> Result<Pa
 /// the package's checksum is the one committed here.
 ///
 /// The package is outside the caller's dependency graph (see
-/// `sources/mlx/Cargo.toml`), so the caller's `--offline` cannot reach this
+/// `sources/mlx-<version>/Cargo.toml`), so the caller's `--offline` cannot reach this
 /// nested `cargo`. It looks in Cargo's cache first (`--offline`), and only
 /// a package not there yet is downloaded, unless the caller's environment
 /// says offline (`CARGO_NET_OFFLINE`), where the error says how to fetch it.

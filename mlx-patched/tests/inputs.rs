@@ -72,7 +72,7 @@ fn source_dir_override_reports_its_tree_id() {
 fn tree_with_another_tree_id_is_refused() {
     let dir = scratch("carrier");
     fake_mlx(&dir);
-    let pinned = mlx_patched::pin::UPSTREAM_TREE_ID;
+    let pinned = mlx_patched::pin::Base::default_base().upstream_tree_id;
     let err = verify_tree(&dir, pinned, "the tree")
         .unwrap_err()
         .to_string();
@@ -301,6 +301,7 @@ fn a_build_tells_cargo_about_every_file_it_reads() {
     fs::write(&fix, "--- a/mlx/array.h\n+++ b/mlx/array.h\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n int c = 3;\n").unwrap();
     let upstream = from_override(tree).unwrap();
     let opts = Options {
+        base: mlx_patched::pin::Base::default_base(),
         root: dir.join("build"),
         backend: Backend::for_host(false),
         jobs: 1,

@@ -79,6 +79,7 @@ fn tests_are_configured_only_on_request_and_then_alone() {
     fs::create_dir_all(&series).unwrap();
     let upstream = from_override(tree).unwrap();
     let mut opts = Options {
+        base: mlx_patched::pin::Base::default_base(),
         root: dir.join("build"),
         backend: Backend::for_host(false),
         jobs: 2,

@@ -268,7 +268,8 @@ fn paths(e: &mut Evidence) -> Result<()> {
     e.uninstalls
         .push(uninstall(&py, "the fork's wheels alone")?);
 
-    let official = match crate::provenance::official_wheels()? {
+    let base = crate::workspace::options()?.base;
+    let official = match crate::provenance::official_wheels(base)? {
         Ok(w) => w,
         Err(why) => {
             e.skipped = Some(why);
@@ -296,9 +297,10 @@ fn paths(e: &mut Evidence) -> Result<()> {
         libmlx_in_wheel(mlx_patched::Env::process().python().as_ref(), &official[1])?;
     let upstream_state = |what: &str| Expected {
         what: what.to_string(),
-        version: pin::UPSTREAM_VERSION.to_string(),
+        version: base.version.to_string(),
         libmlx: official_lib.clone(),
-        verdict: Expect::Leaks,
+        // Upstream's wheel is the untouched control of this base.
+        verdict: expectations.verdict(&Variant::PRISTINE),
     };
     let from_official = |args: &[&str]| -> Vec<String> {
         ["install", "--no-index", "--find-links", &official_dir]
@@ -313,7 +315,7 @@ fn paths(e: &mut Evidence) -> Result<()> {
     let py = clean_venv("upgrade-venv")?;
     pip(
         &py,
-        &from_official(&[&format!("mlx[cpu]=={}", pin::UPSTREAM_VERSION)]),
+        &from_official(&[&format!("mlx[cpu]=={}", base.version)]),
     )?;
     e.states
         .push(state(&py, upstream_state("upstream's mlx[cpu] alone"))?);
@@ -327,7 +329,7 @@ fn paths(e: &mut Evidence) -> Result<()> {
     println!("the fork's wheels, then back to upstream:");
     let py = clean_venv("downgrade-venv")?;
     pip(&py, &install)?;
-    let back = back_to_upstream();
+    let back = back_to_upstream(base);
     pip(
         &py,
         &from_official(&back.iter().map(String::as_str).collect::<Vec<_>>()),
@@ -344,11 +346,11 @@ fn paths(e: &mut Evidence) -> Result<()> {
 /// What the README gives to replace the fork with upstream: a plain
 /// `pip install mlx==0.32.2` would not, since `==0.32.2` also matches the
 /// fork's `0.32.2+fork.<series>` (PEP 440 ignores a local label there).
-pub fn back_to_upstream() -> Vec<String> {
+pub fn back_to_upstream(base: &mlx_patched::pin::Base) -> Vec<String> {
     vec![
         "--force-reinstall".into(),
-        format!("mlx=={}", pin::UPSTREAM_VERSION),
-        format!("mlx-cpu=={}", pin::UPSTREAM_VERSION),
+        format!("mlx=={}", base.version),
+        format!("mlx-cpu=={}", base.version),
     ]
 }
 

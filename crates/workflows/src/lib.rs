@@ -27,4 +27,5 @@ pub mod upstream;
 pub mod wheel;
 pub mod workspace;
 
+pub use mlx_patched::pin::Base;
 pub use mlx_patched::Variant;

@@ -8,7 +8,7 @@
 
 use crate::workspace::Result;
 use crate::workspace::{anyhow, Context};
-use mlx_patched::pin;
+use mlx_patched::pin::{self, Base};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,16 +76,16 @@ const UNREACHABLE: &[&str] = &[
 
 /// Fetches the wheels of `version` into `dir` (reused when present and
 /// matching their pinned checksums) and compares them with `tree`.
-pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Outcome> {
-    let sha = |s: &str| pinned.then(|| s.to_string());
+/// With the base the tree is pinned as, the wheels must have its checksums.
+pub fn check(version: &str, tree: &Path, pinned: Option<&Base>, dir: &Path) -> Result<Outcome> {
     let wheels = [
         Wheel {
             package: "mlx",
-            sha256: sha(pin::WHEEL_SHA256_FRONTEND),
+            sha256: pinned.map(|b| b.wheel_sha256_frontend.to_string()),
         },
         Wheel {
             package: "mlx-cpu",
-            sha256: sha(pin::WHEEL_SHA256_CPU),
+            sha256: pinned.map(|b| b.wheel_sha256_cpu.to_string()),
         },
     ];
     let python = mlx_patched::Env::process().python();
@@ -151,25 +151,25 @@ pub fn check(version: &str, tree: &Path, pinned: bool, dir: &Path) -> Result<Out
     Ok(Outcome::Checked(findings))
 }
 
-/// The pinned release's official wheels (`mlx`, then `mlx-cpu`), fetched
-/// into the target directory and checked against their pinned checksums;
-/// `Err` inside when the index is out of reach.
-pub fn official_wheels() -> Result<std::result::Result<Vec<PathBuf>, String>> {
+/// A base's official wheels (`mlx`, then `mlx-cpu`), fetched into the
+/// target directory and checked against their pinned checksums; `Err`
+/// inside when the index is out of reach.
+pub fn official_wheels(base: &Base) -> Result<std::result::Result<Vec<PathBuf>, String>> {
     let wheels = [
         Wheel {
             package: "mlx",
-            sha256: Some(pin::WHEEL_SHA256_FRONTEND.to_string()),
+            sha256: Some(base.wheel_sha256_frontend.to_string()),
         },
         Wheel {
             package: "mlx-cpu",
-            sha256: Some(pin::WHEEL_SHA256_CPU.to_string()),
+            sha256: Some(base.wheel_sha256_cpu.to_string()),
         },
     ];
     let dir = crate::workspace::target_dir()?
         .join("provenance")
-        .join(pin::UPSTREAM_VERSION);
+        .join(base.version);
     let python = mlx_patched::Env::process().python();
-    let files = match fetch(&python, pin::UPSTREAM_VERSION, &wheels, &dir)? {
+    let files = match fetch(&python, base.version, &wheels, &dir)? {
         Ok(files) => files,
         Err(why) => return Ok(Err(why)),
     };
@@ -341,7 +341,10 @@ pub fn run() -> Result<()> {
 pub fn check_tree() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
     let upstream = mlx_patched::upstream(&opts)?;
-    let pinned = matches!(upstream.origin, mlx_patched::Origin::Pinned);
+    let pinned = match upstream.origin {
+        mlx_patched::Origin::Pinned(base) => Some(base),
+        _ => None,
+    };
     let version = mlx_patched::version_of(&upstream.dir)?;
     let dir = crate::workspace::target_dir()?
         .join("provenance")

@@ -14,10 +14,10 @@
 //!    applies, its patched variant, and measures the report's scenario on
 //!    both. With `--series` or a clean replay it runs the whole suite against
 //!    the target too. Verdict: still needed, redundant, or broken.
-//! 4. `--apply` (only after "still needed" with the suite passing) runs
-//!    `cargo xtask sanitize address --record` on the target and refreshed
-//!    series, then moves the pin and writes the refreshed series; on any
-//!    failure it restores every file it touched, the recorded report too.
+//! 4. `--apply` (only after "still needed" or "partly redundant" with the
+//!    suite passing) adds the target as a base: its row in `pin.rs`, its
+//!    carrier manifest, and ports of the fixes that needed a merge; on any
+//!    failure it restores every file it touched.
 //!
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
@@ -39,7 +39,7 @@ pub struct RebaseArgs {
     /// Another series directory to replay instead of patches/.
     #[arg(long)]
     pub series: Option<PathBuf>,
-    /// Move the pin to the target when the verdict allows it.
+    /// Add the target as a base when the verdict allows it.
     #[arg(long)]
     pub apply: bool,
     /// Skip the regression suite on the target.
@@ -448,20 +448,25 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         _ => None,
     };
     let version = mlx_patched::version_of(&tree)?;
-    let pinned = mlx_patched::upstream(&crate::workspace::options()?)?;
-    writeln!(
-        report,
-        "# Rebase from MLX v{} to v{version}\n",
-        pin::UPSTREAM_VERSION
-    )
-    .unwrap();
+    // The series is written against the default base: it replays from there.
+    let opts = crate::workspace::options()?;
+    let from = opts.base;
+    if !from.is_default() {
+        return Err(anyhow!(
+            "a rebase replays the series from the default base, where it is written: unset {} (it says {})",
+            mlx_patched::vars::MLX_FORK_BASE.name,
+            from.version
+        ));
+    }
+    let pinned = mlx_patched::upstream(&opts)?;
+    writeln!(report, "# Rebase from MLX v{} to v{version}\n", from.version).unwrap();
     writeln!(
         report,
         "- from: upstream tree `{}` ({} ={}, carrier tree `{}`)",
         pinned.tree_id,
         pin::CARRIER_CRATE,
-        pin::CARRIER_VERSION,
-        pin::CARRIER_TREE_ID
+        from.carrier_version,
+        from.carrier_tree_id
     )
     .unwrap();
     match &target.carrier {
@@ -480,7 +485,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     let mut wheel_hashes = None;
     let mut provenance_ok = true;
     if carrier_version.is_some() {
-        match crate::provenance::check(&version, &tree, false, &work.join("provenance"))? {
+        match crate::provenance::check(&version, &tree, None, &work.join("provenance"))? {
             crate::provenance::Outcome::Skipped(why) => {
                 writeln!(report, "- provenance: skipped: {why}").unwrap()
             }
@@ -715,164 +720,166 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     }
 
     if a.apply {
-        if !verdict.starts_with("still needed") || !suite_ok {
+        if verdict.starts_with("broken") || !suite_ok {
             return Err(anyhow!(
-                "--apply needs the verdict `still needed` with the suite passing; nothing changed"
+                "--apply needs the verdict `still needed` or `partly redundant` with the suite passing; nothing changed"
             ));
         }
-        let carrier = carrier_version.context("--apply needs a carrier version (--to X.Y.Z), the pin must come from a published crate")?;
-        let carrier_tree = target
-            .carrier
-            .as_ref()
-            .map(|c| c.tree_id.clone())
-            .unwrap_or_default();
+        let carrier = carrier_version.context("--apply needs a carrier version (--to X.Y.Z): a base comes from a published crate")?;
         if !provenance_ok {
             return Err(anyhow!("--apply needs a target whose files match the official wheels of its release; nothing changed"));
         }
         let wheels = wheel_hashes.context("--apply needs the provenance check of the target (pip must reach the package index); nothing changed")?;
-        // Memory safety on the target before the pin moves. The run records
-        // its report for the target's tree and refreshed series, which are
-        // the pin's once it moves, so CI's check of it holds.
-        let recorded: Vec<PathBuf> = ["md", "json"]
-            .iter()
-            .map(|ext| crate::sanitize::recorded_path(mlx_patched::Sanitizer::Address, ext))
-            .collect();
-        let previous: Vec<Option<Vec<u8>>> =
-            recorded.iter().map(|p| std::fs::read(p).ok()).collect();
-        let mut sanitize = cargo();
-        sanitize
-            .args(["xtask", "sanitize", "address", "--record"])
-            .var(
-                mlx_patched::vars::CARGO_TARGET_DIR,
-                root.join("cargo-target"),
-            );
-        target_env(&mut sanitize, &tree, &refreshed, &work);
-        println!("running the sanitizers on the target before moving the pin ...");
-        let status = sanitize.status()?;
-        let restore_record = || {
-            for (path, before) in recorded.iter().zip(&previous) {
-                match before {
-                    Some(bytes) => drop(std::fs::write(path, bytes)),
-                    None => drop(std::fs::remove_file(path)),
-                }
-            }
+        let new = NewBase {
+            version: version.clone(),
+            carrier: carrier.clone(),
+            carrier_tree_id: target
+                .carrier
+                .as_ref()
+                .map(|c| c.tree_id.clone())
+                .unwrap_or_default(),
+            upstream_tree_id: tree_id.clone(),
+            wheels,
+            fixed_upstream: redundant
+                .iter()
+                .map(|n: &String| n.trim_end_matches(".patch").to_string())
+                .collect(),
         };
-        if !status.success() {
-            restore_record();
-            return Err(anyhow!("the sanitizer run on the target does not show what it must (report in {}); nothing changed", root.join("cargo-target/sanitize/address/report.md").display()));
-        }
-        if let Err(e) = apply(
-            &version,
-            &tree_id,
-            &carrier_tree,
-            &carrier,
-            &wheels,
-            &refreshed,
-        ) {
-            restore_record();
-            return Err(e);
-        }
-        println!("moved the pin to MLX v{version} ({} ={carrier}, tree {tree_id}) and refreshed patches/", pin::CARRIER_CRATE);
+        add_base(&new, &replayed, &refreshed)?;
+        println!(
+            "added the base MLX v{version} ({} ={carrier}, tree {tree_id}): mlx-patched/src/pin.rs, mlx-patched/sources/mlx-{version}/; record its run with `cargo xtask test --base {version} --record`",
+            pin::CARRIER_CRATE
+        );
     }
     Ok(())
 }
 
-/// Moves the pin and replaces the series, restoring every file on failure.
-fn apply(
-    version: &str,
-    tree_id: &str,
-    carrier_tree: &str,
-    carrier: &str,
-    wheels: &(String, String),
-    refreshed: &Path,
-) -> Result<()> {
+/// Adds the target as a base: its row in `mlx-patched/src/pin.rs`, its
+/// carrier manifest and lock under `sources/mlx-<version>/`, and, as its
+/// ports under `patches/v<version>/`, the fixes that applied only by a
+/// three-way merge (refreshed, so that they apply as they are). The fixes
+/// found redundant are the row's `fixed_upstream`. Restores every file on
+/// failure.
+fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -> Result<()> {
     let root = workspace_root();
-    let files = [
-        "mlx-patched/src/pin.rs",
-        "mlx-patched/sources/mlx/Cargo.toml",
-        "mlx-patched/sources/mlx/Cargo.lock",
-    ];
-    let saved: Vec<(PathBuf, Vec<u8>)> = files
-        .iter()
-        .map(|f| root.join(f))
-        .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
-        .collect();
-    let patches = patch::series_dir();
-    let saved_series: Vec<(PathBuf, Vec<u8>)> = patch::series(&patches)?
-        .into_iter()
-        .map(|p| (p.clone(), std::fs::read(&p).unwrap_or_default()))
-        .collect();
-    let restore = || {
-        for (p, bytes) in saved.iter().chain(&saved_series) {
-            let _ = std::fs::write(p, bytes);
-        }
-        if let Ok(now) = patch::series(&patches) {
-            for p in now
-                .iter()
-                .filter(|p| !saved_series.iter().any(|(s, _)| s == *p))
-            {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    };
+    if pin::Base::parse(&target.version).is_ok() {
+        return Err(anyhow!(
+            "MLX {} is a base already (mlx-patched/src/pin.rs); nothing changed",
+            target.version
+        ));
+    }
+    let pin_rs = root.join("mlx-patched/src/pin.rs");
+    let before = std::fs::read_to_string(&pin_rs)?;
+    let sources = pin::Base::default_base()
+        .carrier_manifest()
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .context("the sources folder")?
+        .join(format!("mlx-{}", target.version));
+    let ports = patch::ports_dir(&patch::series_dir(), &target.version);
+    let mut written: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<()> {
-        let pin_rs = root.join(files[0]);
-        let mut text = std::fs::read_to_string(&pin_rs)?;
-        let set = |text: &mut String, name: &str, value: &str| {
-            let start = text
-                .find(&format!("pub const {name}: &str = \""))
-                .expect("pin constant");
-            let open = start + text[start..].find('"').unwrap() + 1;
-            let close = open + text[open..].find('"').unwrap();
-            text.replace_range(open..close, value);
-        };
-        set(&mut text, "UPSTREAM_VERSION", version);
-        set(&mut text, "UPSTREAM_TREE_ID", tree_id);
-        set(&mut text, "CARRIER_TREE_ID", carrier_tree);
-        set(&mut text, "CARRIER_VERSION", carrier);
-        set(&mut text, "WHEEL_SHA256_FRONTEND", &wheels.0);
-        set(&mut text, "WHEEL_SHA256_CPU", &wheels.1);
-        std::fs::write(&pin_rs, text)?;
-        let manifest = root.join(files[1]);
-        let m = std::fs::read_to_string(&manifest)?;
-        let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, pin::CARRIER_VERSION);
-        if !m.contains(&old) {
-            return Err(anyhow!("{} does not declare `{old}`", manifest.display()));
+        std::fs::write(&pin_rs, with_base_row(&before, target)?)?;
+        // The manifest: the default base's, declaring this carrier.
+        let default = pin::Base::default_base();
+        let manifest = std::fs::read_to_string(default.carrier_manifest())?;
+        let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, default.carrier_version);
+        if !manifest.contains(&old) {
+            return Err(anyhow!("the default base's manifest does not declare `{old}`"));
         }
+        std::fs::create_dir_all(&sources)?;
+        written.push(sources.clone());
+        let name = |v: &str| format!("mlx-source-mlx-{}", v.replace('.', "-"));
         std::fs::write(
-            &manifest,
-            m.replace(&old, &format!("{} = \"={carrier}\"", pin::CARRIER_CRATE)),
+            sources.join("Cargo.toml"),
+            manifest
+                .replace(&old, &format!("{} = \"={}\"", pin::CARRIER_CRATE, target.carrier))
+                .replace(&name(default.version), &name(&target.version)),
         )?;
-        for (p, _) in &saved_series {
-            std::fs::remove_file(p)?;
-        }
-        for p in patch::series(refreshed)? {
-            std::fs::copy(&p, patches.join(p.file_name().unwrap()))?;
-        }
+        std::fs::copy(
+            default.carrier_manifest().with_file_name("lib.rs"),
+            sources.join("lib.rs"),
+        )?;
         let status = cargo()
-            .args([
-                "update",
-                "--manifest-path",
-                files[1],
-                "--package",
-                pin::CARRIER_CRATE,
-                "--precise",
-                carrier,
-            ])
+            .args(["generate-lockfile", "--manifest-path"])
+            .arg(sources.join("Cargo.toml"))
             .status()?;
         if !status.success() {
             return Err(anyhow!(
-                "cargo update of {} to {carrier} failed",
-                pin::CARRIER_CRATE
+                "cargo generate-lockfile for {} {} failed",
+                pin::CARRIER_CRATE,
+                target.carrier
             ));
+        }
+        for (name, r) in replayed {
+            if matches!(r, Replay::ThreeWay) {
+                std::fs::create_dir_all(&ports)?;
+                let port = ports.join(name);
+                std::fs::copy(refreshed.join(name), &port)?;
+                written.push(port);
+            }
         }
         Ok(())
     })();
     if let Err(e) = &result {
-        restore();
+        let _ = std::fs::write(&pin_rs, &before);
+        for p in written.iter().rev() {
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
+        }
         return Err(anyhow!("{e:#}; every file was restored"));
     }
     result
+}
+
+/// A base `rebase --apply` adds.
+struct NewBase {
+    version: String,
+    carrier: String,
+    carrier_tree_id: String,
+    upstream_tree_id: String,
+    wheels: (String, String),
+    /// Patch stems upstream fixed itself (their bug no longer shows).
+    fixed_upstream: Vec<String>,
+}
+
+/// `pin.rs` with `target`'s row added: its constant before the default
+/// base's accessor, and its name at the end of `BASES`.
+fn with_base_row(pin_rs: &str, t: &NewBase) -> Result<String> {
+    let konst = format!("V{}", t.version.replace('.', "_"));
+    let fixed: String = t
+        .fixed_upstream
+        .iter()
+        .map(|stem| {
+            format!(
+                "            FixedUpstream {{\n                patch: \"{stem}\",\n                how: \"upstream's own change: its bug does not show on {} untouched (docs/rebases/v{}.md)\",\n            }},\n",
+                t.version, t.version
+            )
+        })
+        .collect();
+    let row = format!(
+        "    /// MLX {v}, added by `cargo xtask rebase --to {c} --apply`.\n    pub const {konst}: Base = Base {{\n        version: \"{v}\",\n        carrier_version: \"{c}\",\n        carrier_tree_id: \"{ct}\",\n        upstream_tree_id: \"{ut}\",\n        wheel_sha256_frontend: \"{w0}\",\n        wheel_sha256_cpu: \"{w1}\",\n        mlxc: None,\n        fixed_upstream: &[\n{fixed}        ],\n    }};\n\n",
+        v = t.version,
+        c = t.carrier,
+        ct = t.carrier_tree_id,
+        ut = t.upstream_tree_id,
+        w0 = t.wheels.0,
+        w1 = t.wheels.1,
+    );
+    let anchor = "    /// The default base: the first of [`BASES`].";
+    let table = "pub const BASES: &[Base] = &[";
+    let (Some(at), Some(t0)) = (pin_rs.find(anchor), pin_rs.find(table)) else {
+        return Err(anyhow!("pin.rs has no `{anchor}` or `{table}`: add the row by hand"));
+    };
+    let close = t0 + pin_rs[t0..].find("];").context("the end of BASES")?;
+    let mut text = pin_rs.to_string();
+    text.insert_str(close, &format!(", Base::{konst}"));
+    text.insert_str(at, &row);
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -888,6 +895,27 @@ mod tests {
             assert_eq!(bug_of(&file), Some(*bug));
         }
         assert_eq!(bug_of("0003-divmod-vmap-one-axis-per-output.patch"), None);
+    }
+
+    #[test]
+    fn a_new_base_row_goes_into_the_table_inside_impl_base() {
+        let pin_rs = std::fs::read_to_string(workspace_root().join("mlx-patched/src/pin.rs")).unwrap();
+        let t = NewBase {
+            version: "0.33.0".into(),
+            carrier: "0.3.0".into(),
+            carrier_tree_id: "a".repeat(40),
+            upstream_tree_id: "b".repeat(40),
+            wheels: ("c".repeat(64), "d".repeat(64)),
+            fixed_upstream: vec!["0003-divmod-vmap-one-axis-per-output".into()],
+        };
+        let text = with_base_row(&pin_rs, &t).unwrap();
+        assert!(text.contains("pub const V0_33_0: Base = Base {"));
+        assert!(text.contains(", Base::V0_33_0];"), "the table lists it last");
+        assert!(text.contains("patch: \"0003-divmod-vmap-one-axis-per-output\","));
+        // The row sits inside `impl Base`, before the accessors.
+        let row = text.find("pub const V0_33_0").unwrap();
+        assert!(row < text.find("pub fn default_base").unwrap());
+        assert!(with_base_row("no table here", &t).is_err());
     }
 
     #[test]

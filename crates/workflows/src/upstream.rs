@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 /// send: no claim.
 pub fn check() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.patches_dir)?;
+    let series = patch::fix_series(&opts.series()?)?;
     let mut t = crate::workspace::Tally::new();
     if series.is_empty() {
         println!("the series is empty: nothing to send upstream");
@@ -50,7 +50,7 @@ pub struct UpstreamPrArgs {
 pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
     let UpstreamPrArgs { out, target: to } = a;
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.patches_dir)?;
+    let series = patch::fix_series(&opts.series()?)?;
     if series.is_empty() {
         return Err(anyhow!("patches/ holds no patch: nothing to send upstream"));
     }
@@ -64,7 +64,7 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
             clear_stagings(&dir)?;
             let staged = stage(
                 &upstream,
-                pin::UPSTREAM_VERSION,
+                opts.base.version,
                 &series,
                 &dir,
                 Some(&fingerprint),
@@ -76,7 +76,7 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
             {
                 return Err(anyhow!(
                     "{stem} does not apply alone with git am onto upstream v{}: {e:#}",
-                    pin::UPSTREAM_VERSION
+                    opts.base.version
                 ));
             }
             println!(
@@ -84,7 +84,7 @@ pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
                  {}/<patch>/ holds each pull request: series/ the patch, pull-request.md the description, and branch `main`\n\
                  of tree/ the applied tree (rebase onto upstream main before opening it: `git -C <tree> rebase --onto <upstream-main> HEAD~`).",
                 series.len(),
-                pin::UPSTREAM_VERSION,
+                opts.base.version,
                 recorded_commit().map(|c| format!("commit {c}, ")).unwrap_or_default(),
                 upstream.tree_id,
                 dir.display(),

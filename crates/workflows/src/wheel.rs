@@ -20,7 +20,7 @@
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{run, Result};
 use mlx_patched::CommandVars;
-use mlx_patched::{pin, Artifacts, Bindings, PythonTarget, Variant};
+use mlx_patched::{Artifacts, Bindings, PythonTarget, Variant};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -441,7 +441,7 @@ pub fn pack_wheels(
     dir: &Path,
 ) -> Result<Wheels> {
     let version = version(mlx)?;
-    let release = pin::UPSTREAM_VERSION;
+    let release = crate::workspace::options()?.base.version;
     let epoch = source_date_epoch(mlx)?;
     let python = &target.python;
     let work = dir.join("wheel-work");

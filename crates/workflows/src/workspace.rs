@@ -137,6 +137,17 @@ pub fn variant(name: &str) -> Result<Variant> {
     Ok(Variant::parse(name)?)
 }
 
+/// A base by release, for command lines (`0.32.4`).
+pub fn base(name: &str) -> Result<&'static mlx_patched::pin::Base> {
+    Ok(mlx_patched::pin::Base::parse(name)?)
+}
+
+/// Makes `base` this process's base, and so its children's: `--base` sets
+/// `MLX_FORK_BASE`, the one place the base is read from. Called once, first.
+pub fn select_base(base: &mlx_patched::pin::Base) {
+    std::env::set_var(mlx_patched::vars::MLX_FORK_BASE.name, base.version);
+}
+
 /// A sanitizer by name, for command lines.
 pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
     Ok(mlx_patched::Sanitizer::parse(name)?)

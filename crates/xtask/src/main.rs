@@ -13,6 +13,10 @@ use std::process::ExitCode;
     about = "The fork's workflows"
 )]
 struct Cli {
+    /// The upstream release to build on: 0.32.2 (the default, mlx-rs's)
+    /// or 0.32.4 (sets MLX_FORK_BASE for every step).
+    #[arg(long, global = true, value_parser = w::workspace::base)]
+    base: Option<&'static w::Base>,
     #[command(subcommand)]
     command: Command,
 }
@@ -77,7 +81,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = Cli::parse();
+    if let Some(base) = cli.base {
+        w::workspace::select_base(base);
+    }
+    let result = match cli.command {
         Command::Deps => w::deps::install(),
         Command::Prefix { variant } => w::mlx::prefix(variant),
         Command::Demo(a) => w::demo::run(a),

@@ -271,6 +271,7 @@ mod tests {
         assert_eq!(Backend::for_target(Some("linux"), false), Backend::Cpu);
         assert_eq!(Backend::for_target(Some("macos"), true), Backend::Cuda);
         let opts = Options {
+            base: crate::pin::Base::default_base(),
             root: PathBuf::from("/nowhere"),
             backend: Backend::for_target(Some("macos"), false),
             jobs: 1,

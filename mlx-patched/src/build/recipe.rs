@@ -56,10 +56,16 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
             base: Some((base, n)),
         });
     }
-    let series = patch::fix_series(&opts.patches_dir)?;
-    for p in patch::series(&opts.patches_dir)? {
-        opts.env.track_file(&p);
+    let all = opts.series()?;
+    if opts.patches_dir == patch::series_dir() {
+        // The base's ports, so that an added or removed port counts.
+        opts.env
+            .track_file(&patch::ports_dir(&opts.patches_dir, opts.base.version));
     }
+    for p in &all {
+        opts.env.track_file(p);
+    }
+    let series = patch::fix_series(&all)?;
     if variant.series_paths.is_none() && series.is_empty() {
         let msg = format!(
             "{} holds no patch: the {variant} variant is the upstream tree",
@@ -79,7 +85,7 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
     // control too, so that they measure the same thing on each.
     if opts.sanitizer.is_some() {
         patches.extend(
-            patch::fork_only(&opts.patches_dir)?
+            patch::fork_only(&all)?
                 .into_iter()
                 .map(|p| (p, None)),
         );

@@ -300,6 +300,8 @@ pub fn print_rpath_of_dependency(env: &Env, links: &str) -> Result<(), Error> {
 
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The upstream release built on.
+    pub base: &'static crate::pin::Base,
     /// Holds `upstream/`, `<variant>/src`, `<variant>/build`, `<variant>/prefix`.
     pub root: PathBuf,
     pub backend: Backend,
@@ -321,7 +323,11 @@ impl Options {
     /// root goes under. Builds the library only, quietly: set `tests` and
     /// `progress` for more.
     pub fn from_env(env: Env, target_dir: &Path, cuda: bool) -> Result<Self, Error> {
-        let root = env.build_dir().unwrap_or_else(|| target_dir.join("mlx"));
+        let base = env.base()?;
+        // Each base's builds apart, so that switching bases rebuilds neither.
+        let root = env
+            .build_dir()
+            .unwrap_or_else(|| target_dir.join("mlx").join(base.dir_name()));
         let jobs = match env.jobs()? {
             Some(j) => j,
             None => env.cargo_jobs().unwrap_or_else(|| {
@@ -334,6 +340,7 @@ impl Options {
         let patches_dir = env.series_dir().unwrap_or_else(patch::series_dir);
         let sanitizer = env.sanitizer()?;
         Ok(Options {
+            base,
             root,
             backend: Backend::for_target(env.target_cfg("target_os").as_deref(), cuda),
             jobs,
@@ -344,5 +351,12 @@ impl Options {
             progress: Progress::Quiet,
             sanitizer,
         })
+    }
+
+    /// The patches applied to upstream's tree, in order, fork-only ones
+    /// included: the base's series of `patches/`, or every patch of the
+    /// directory `MLX_PATCHED_SERIES_DIR` names.
+    pub fn series(&self) -> Result<Vec<PathBuf>, Error> {
+        patch::series_on(self.base, &self.patches_dir)
     }
 }

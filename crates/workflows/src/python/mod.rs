@@ -334,7 +334,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     let kept = mlx_fuzz::findings::load_dir(&workspace_root().join("tests/fuzz-findings"))
         .map_err(anyhow::Error::msg)?;
     let series = mlx_patched::patch::names(&mlx_patched::patch::fix_series(
-        &crate::workspace::options()?.patches_dir,
+        &crate::workspace::options()?.series()?,
     )?);
     let scripts = python_root()?.join("fuzz-findings");
     std::fs::create_dir_all(&scripts)?;

@@ -197,7 +197,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
 /// MLX's library files the fix changes (its tests left out).
 fn fix_files(opts: &mlx_patched::Options) -> Result<Vec<String>> {
     let mut files = BTreeSet::new();
-    for p in mlx_patched::patch::fix_series(&opts.patches_dir)? {
+    for p in mlx_patched::patch::fix_series(&opts.series()?)? {
         let text =
             std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
         for line in text.lines() {

@@ -169,7 +169,7 @@ pub fn run() -> Result<()> {
         run_check(&mut totals, &checks, name, &report)?;
     }
     let upstream = mlx_patched::upstream(&opts)?;
-    let series = mlx_patched::patch::fix_series(&opts.patches_dir)?;
+    let series = mlx_patched::patch::fix_series(&opts.series()?)?;
     let measured_for = report.join(MEASURED_FOR);
     if totals.failed.is_empty() {
         let fingerprint = mlx_patched::patch::fingerprint(&upstream.tree_id, &series)?;

@@ -1,0 +1,1 @@
+// A source archive holder: nothing to compile.

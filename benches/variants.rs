@@ -44,11 +44,14 @@ const MLX_LM_WORKLOADS: &[(&str, &str, u64, f64)] = &[
 ];
 
 /// The variant's mlx-lm environment (`cargo xtask mlx-lm-check` makes it:
-/// `target/python/<variant>/mlx-lm-venv`), beside its MLX build.
+/// `target/python/v<base>/<variant>/mlx-lm-venv`), beside its MLX build
+/// (`target/mlx/v<base>/<variant>/prefix`).
 fn mlx_lm_python(v: &Variant) -> Option<std::path::PathBuf> {
-    let target = std::path::Path::new(v.prefix).ancestors().nth(3)?;
+    let prefix = std::path::Path::new(v.prefix);
+    let (base, target) = (prefix.ancestors().nth(2)?, prefix.ancestors().nth(4)?);
     let python = target
         .join("python")
+        .join(base.file_name()?)
         .join(v.name)
         .join("mlx-lm-venv/bin/python");
     python.is_file().then_some(python)

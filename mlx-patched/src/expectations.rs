@@ -6,6 +6,7 @@
 //! (`MLX_FORK_BASE`), changes what every check expects at once
 //! ([`Expectations::from_env`]).
 
+use crate::pin::Base;
 use crate::{Env, Expect, Variant, VARIANTS};
 
 /// The expectations of one run: the variants' own verdicts, or, on an
@@ -16,21 +17,49 @@ use crate::{Env, Expect, Variant, VARIANTS};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Expectations {
     upstream_fixed: bool,
+    /// `MLX_FORK_UPSTREAM_FIXED` itself: a rebase's target, whose fixes
+    /// upstream made are not in a base's row.
+    said_fixed: bool,
+    base: &'static Base,
 }
 
 impl Expectations {
     /// The expectations this process runs under.
     pub fn from_env(env: &Env) -> Self {
         // A base that is not one is refused where the build reads it.
-        let base_fixed = env.base().is_ok_and(|b| !b.control_leaks());
+        let base = env.base().unwrap_or(Base::default_base());
+        let said_fixed = env.upstream_fixed();
         Expectations {
-            upstream_fixed: env.upstream_fixed() || base_fixed,
+            upstream_fixed: said_fixed || !base.control_leaks(),
+            said_fixed,
+            base,
         }
     }
 
-    /// Upstream as pinned (`false`) or an upstream that fixed the leak.
+    /// The default base as pinned (`false`), or an upstream that fixed the
+    /// leak as `MLX_FORK_UPSTREAM_FIXED` says.
     pub fn new(upstream_fixed: bool) -> Self {
-        Expectations { upstream_fixed }
+        Expectations {
+            upstream_fixed,
+            said_fixed: upstream_fixed,
+            base: Base::default_base(),
+        }
+    }
+
+    /// The expectations on `base`, as `MLX_FORK_BASE` gives them.
+    pub fn on_base(base: &'static Base) -> Self {
+        Expectations {
+            upstream_fixed: !base.control_leaks(),
+            said_fixed: false,
+            base,
+        }
+    }
+
+    /// Whether upstream itself has the fix `patch` (a stem of `patches/`),
+    /// so that its bug does not show on the control: the base's row says
+    /// so, or `MLX_FORK_UPSTREAM_FIXED` does for a rebase's target.
+    pub fn fixed_upstream(&self, patch: &str) -> bool {
+        self.said_fixed || self.base.fixes_upstream(patch)
     }
 
     pub fn upstream_fixed(&self) -> bool {

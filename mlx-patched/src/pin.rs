@@ -73,6 +73,10 @@ pub struct MlxC {
 /// The fix of the report's leak: a base whose upstream has it has a
 /// control that does not leak in the report's scenario.
 pub const LEAK_FIX: &str = "0001-release-sibling-groups-on-every-path";
+/// The fix of the release race between threads.
+pub const RELEASE_RACE_FIX: &str = "0008-release-sibling-groups-under-a-lock";
+/// The fix of the kernel-cache race between processes.
+pub const KERNEL_CACHE_FIX: &str = "0009-cpu-kernels-built-under-their-own-name";
 
 impl Base {
     /// MLX 0.32.2: the release mlx-rs 0.33 (through mlx-c 0.7.0) builds.
@@ -107,7 +111,7 @@ impl Base {
                 how: "0.32.3 releases a sibling group with a release function of its own",
             },
             FixedUpstream {
-                patch: "0009-cpu-kernels-built-under-their-own-name",
+                patch: KERNEL_CACHE_FIX,
                 how: "0.32.4 builds a CPU kernel under a unique name and renames it into place",
             },
         ],

@@ -5,6 +5,7 @@
 //! keeps the graph free of cycles): `workspace`, `deps`, `git` and the
 //! probes first, the workflows that combine them last.
 
+pub mod base_record;
 pub mod candidate;
 pub mod checks;
 pub mod demo;

@@ -316,12 +316,9 @@ enum Bug {
 /// The fixes whose bug a check here can show on any base, by patch stem.
 /// The fuzzer's fixes are judged by the suite's replays of their findings.
 const BUGS: &[(&str, Bug)] = &[
-    ("0001-release-sibling-groups-on-every-path", Bug::ReportLeak),
-    ("0008-release-sibling-groups-under-a-lock", Bug::ReleaseRace),
-    (
-        "0009-cpu-kernels-built-under-their-own-name",
-        Bug::KernelCacheRace,
-    ),
+    (pin::LEAK_FIX, Bug::ReportLeak),
+    (pin::RELEASE_RACE_FIX, Bug::ReleaseRace),
+    (pin::KERNEL_CACHE_FIX, Bug::KernelCacheRace),
 ];
 
 fn bug_of(patch_file: &str) -> Option<Bug> {

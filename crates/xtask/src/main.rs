@@ -35,8 +35,8 @@ enum Command {
     /// The leak report's scenario on pristine and on patched, through the
     /// Rust API and a plain C++ program.
     Demo(w::demo::DemoArgs),
-    /// The whole regression suite (what CI runs).
-    Test,
+    /// The whole regression suite (what CI runs on the default base).
+    Test(w::suite::TestArgs),
     /// MLX's own C++ test suite built from a variant; the rest goes to doctest.
     MlxTests {
         #[arg(value_parser = w::workspace::variant)]
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         Command::Deps => w::deps::install(),
         Command::Prefix { variant } => w::mlx::prefix(variant),
         Command::Demo(a) => w::demo::run(a),
-        Command::Test => w::suite::run(),
+        Command::Test(a) => w::suite::run(a),
         Command::MlxTests {
             variant,
             doctest_args,

@@ -327,7 +327,8 @@ impl Options {
         // Each base's builds apart, so that switching bases rebuilds neither.
         let root = env
             .build_dir()
-            .unwrap_or_else(|| target_dir.join("mlx").join(base.dir_name()));
+            .unwrap_or_else(|| target_dir.join("mlx"))
+            .join(base.dir_name());
         let jobs = match env.jobs()? {
             Some(j) => j,
             None => env.cargo_jobs().unwrap_or_else(|| {

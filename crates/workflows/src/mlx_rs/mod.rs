@@ -30,6 +30,8 @@ fn prefix_of(variant: Variant) -> Result<Artifacts> {
 }
 
 pub fn print_setup() -> Result<()> {
+    // The drop-in needs an mlx-c for the base: refused here as in its build.
+    mlx_patched::mlxc_source(&Env::process(), crate::workspace::options()?.base)?;
     let patched = prefix_of(Variant::PATCHED)?;
     let sys = workspace_root().join("crates/mlx-sys");
     let lib = patched.lib_dir().display();
@@ -506,12 +508,44 @@ pub(crate) fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize 
 /// `cargo xtask mlx-rs-check`: collects the evidence, then judges it
 /// ([`judge::judge`]) and renders its rows ([`judge::render`]).
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
+    let base = crate::workspace::options()?.base;
+    if base.mlxc.is_none() {
+        return refuses_the_base(base);
+    }
     let evidence = collect()?;
     for line in judge::failing_on_both_lines(&evidence) {
         println!("  fails on both: {line}");
     }
     rows.extend(judge::render(&evidence));
     Ok(judge::judge(&evidence, &crate::workspace::expectations()))
+}
+
+/// On a base no mlx-c compiles against, the drop-in must refuse to build,
+/// before building anything, and say why: one claim.
+fn refuses_the_base(base: &mlx_patched::pin::Base) -> Result<Tally> {
+    let mut build = cargo();
+    build
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(workspace_root().join("crates/mlx-sys/Cargo.toml"))
+        .var(vars::MLX_FORK_BASE, base.version);
+    let ran = Ran::from(&build.output().context("cannot run cargo build for mlx-sys")?);
+    let mut t = Tally::new();
+    let said = format!("no mlx-c release compiles against MLX {}", base.version);
+    println!(
+        "mlx-sys on MLX {}: the build {} ({})",
+        base.version,
+        if ran.success { "failed, as it must" } else { "succeeded" },
+        if ran.stderr.contains(&said) { "said why" } else { "did not say why" }
+    );
+    t.check(!ran.success && ran.stderr.contains(&said), || {
+        format!(
+            "the drop-in mlx-sys must refuse MLX {} with \"{said}\", but its build {}:\n{}",
+            base.version,
+            if ran.success { "succeeded" } else { "failed otherwise" },
+            ran.stderr
+        )
+    });
+    Ok(t)
 }
 
 fn collect() -> Result<Evidence> {

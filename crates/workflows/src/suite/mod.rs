@@ -28,6 +28,7 @@ pub const SLOW_CHECKS: &[&str] = &[
     "mlx_lm_check",
     "provenance",
     "sanitizer_records",
+    "base_records",
 ];
 const LAST_CHECK: &str = "upstream_pr";
 
@@ -104,11 +105,28 @@ fn cargo_test() -> Command {
     cmd
 }
 
-pub fn run() -> Result<()> {
+/// `cargo xtask test`: the suite on this run's base.
+#[derive(clap::Args, Debug, Default)]
+pub struct TestArgs {
+    /// Keep the run as the base's record (docs/bases/), for a base CI does
+    /// not run; only a green run is kept.
+    #[arg(long)]
+    pub record: bool,
+}
+
+pub fn run(args: TestArgs) -> Result<()> {
     crate::deps::install()?;
     let started = std::time::Instant::now();
     let mut opts = options()?;
     opts.tests = true;
+    // The record's inputs are taken before the run, so that a tree changed
+    // during it is not recorded as tested.
+    let record = if args.record {
+        crate::base_record::can_record(&opts)?;
+        Some(crate::base_record::fingerprint(&opts)?)
+    } else {
+        None
+    };
     mlx_patched::build_all(&variants_to_build(), &opts)?;
     eprintln!(
         "all variants built in {}",
@@ -133,9 +151,17 @@ pub fn run() -> Result<()> {
     let mut workspace = cargo_test();
     workspace.args(["--workspace", "--exclude", "mlx-sys"]);
     builds.push(("the workspace", workspace));
-    let mut sys = cargo_test();
-    sys.args(["--package", "mlx-sys"]);
-    builds.push(("mlx-sys", sys));
+    if opts.base.mlxc.is_some() {
+        let mut sys = cargo_test();
+        sys.args(["--package", "mlx-sys"]);
+        builds.push(("mlx-sys", sys));
+    } else {
+        // Its build script refuses this base; the mlx-rs check shows it.
+        println!(
+            "mlx-sys: not built on MLX {} (no mlx-c compiles against it)",
+            opts.base.version
+        );
+    }
     let mut control = cargo_test();
     control.args([
         "--package",
@@ -177,19 +203,37 @@ pub fn run() -> Result<()> {
     }
     run_check(&mut totals, &checks, LAST_CHECK, &report)?;
 
-    match report::read(&rows) {
-        Ok(table) => println!("\n{}", report::render(&table)),
-        Err(e) => println!("\n(no table: {e:#})"),
-    }
+    let table = match report::read(&rows) {
+        Ok(table) => report::render(&table),
+        Err(e) => format!("(no table: {e:#})"),
+    };
+    println!("\n{table}");
     for f in &totals.failed {
         println!("FAILED: {f}");
     }
-    println!(
-        "\nxtask test: {} passed, {} failed ({})",
+    let summary = format!(
+        "xtask test: {} passed, {} failed ({})",
         totals.passed,
         totals.failed.len(),
         mlx_patched::progress::elapsed(started.elapsed())
     );
+    println!("\n{summary}");
+    if let Some(fingerprint) = record {
+        if !totals.failed.is_empty() {
+            return Err(anyhow!(
+                "{} checks failed: nothing recorded",
+                totals.failed.len()
+            ));
+        }
+        let recorded = crate::base_record::Recorded {
+            base: opts.base.version.to_string(),
+            fingerprint,
+            passed: totals.passed,
+            failed: Vec::new(),
+        };
+        let md = crate::base_record::report_md(&recorded, &table, &summary);
+        crate::base_record::write(&recorded, opts.base, &md)?;
+    }
     match totals.failed.len() {
         0 => Ok(()),
         n => Err(anyhow!("{n} checks failed")),

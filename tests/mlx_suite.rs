@@ -6,7 +6,6 @@
 
 use mlx_expectations::outcomes::by_word;
 use mlx_fork::{control_and_fixes, run_mlx_suite, Expect, SuiteRun};
-use mlx_patched::{patch, Env};
 
 /// Per patch (by stem), the new cases that must fail on the control, which
 /// lacks the patch: each shows that patch's bug. The series' other new cases

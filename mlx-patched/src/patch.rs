@@ -99,10 +99,40 @@ pub fn names(patches: &[PathBuf]) -> Vec<String> {
 /// named by `MLX_PATCHED_SERIES_DIR`, such as a rebase's, is applied whole).
 pub fn series_on(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     if dir == series_dir() {
-        base.series(dir)
+        base_series(base, dir)
     } else {
         series(dir)
     }
+}
+
+/// A base's series: the patches of `dir` (the workspace's `patches/`) that
+/// upstream still lacks there, in file-name order, each replaced by its
+/// port from `dir/v<version>/` where it has one.
+pub fn base_series(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let all = series(dir)?;
+    for f in base.fixed_upstream {
+        if !all.iter().any(|p| p.file_stem().is_some_and(|s| s == f.patch)) {
+            return Err(Error::new(format!(
+                "the base {} leaves out {}, which is not a patch of {}",
+                base.version,
+                f.patch,
+                dir.display()
+            )));
+        }
+    }
+    let ports = ports_dir(dir, base.version);
+    Ok(all
+        .into_iter()
+        .filter(|p| !base.fixes_upstream(&p.file_name().unwrap_or_default().to_string_lossy()))
+        .map(|p| {
+            let port = ports.join(p.file_name().unwrap_or_default());
+            if port.is_file() {
+                port
+            } else {
+                p
+            }
+        })
+        .collect())
 }
 
 /// The fix: the series without its fork-only patches. This is what the
@@ -217,4 +247,51 @@ fn git_apply(
     cmd.arg(patch)
         .output()
         .map_err(|e| Error::new(format!("cannot run git apply: {e}")))
+}
+
+#[cfg(test)]
+mod base_series_tests {
+    use super::*;
+    use crate::pin::Base;
+
+    #[test]
+    fn a_base_series_leaves_out_upstream_fixes_and_takes_ports() {
+        let dir = std::env::temp_dir().join(format!("mlx-base-series-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("v0.32.4")).unwrap();
+        for name in [
+            "0001-release-sibling-groups-on-every-path.patch",
+            "0002-b.patch",
+            "0009-cpu-kernels-built-under-their-own-name.patch",
+            "0010-c.patch",
+        ] {
+            std::fs::write(dir.join(name), "").unwrap();
+        }
+        std::fs::write(dir.join("v0.32.4/0010-c.patch"), "").unwrap();
+        let names = |b: &Base| -> Vec<String> {
+            base_series(b, &dir)
+                .unwrap()
+                .iter()
+                .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(names(&Base::V0_32_2).len(), 4);
+        assert_eq!(names(&Base::V0_32_4), ["0002-b.patch", "v0.32.4/0010-c.patch"]);
+        assert!(Base::V0_32_2.control_leaks() && !Base::V0_32_4.control_leaks());
+        // A base that leaves out a patch the series lacks is refused.
+        std::fs::remove_file(dir.join("0002-b.patch")).unwrap();
+        std::fs::remove_file(dir.join("0009-cpu-kernels-built-under-their-own-name.patch"))
+            .unwrap();
+        let e = base_series(&Base::V0_32_4, &dir).unwrap_err().to_string();
+        assert!(e.contains("0009-cpu-kernels"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_patch_a_base_leaves_out_is_in_the_series() {
+        let dir = series_dir();
+        for b in crate::pin::BASES {
+            base_series(b, &dir).unwrap();
+        }
+    }
 }

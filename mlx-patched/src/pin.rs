@@ -146,7 +146,7 @@ impl Base {
 
     /// The manifest whose lock file pins this base's carrier.
     pub fn carrier_manifest(&self) -> PathBuf {
-        crate::source::sources_manifest(&format!("mlx-{}", self.version))
+        sources_manifest(&format!("mlx-{}", self.version))
     }
 
     /// Whether the untouched control shows the report's leak.
@@ -159,38 +159,14 @@ impl Base {
         let stem = patch.trim_end_matches(".patch");
         self.fixed_upstream.iter().any(|f| f.patch == stem)
     }
+}
 
-    /// The base's series: the patches of `dir` (the workspace's `patches/`)
-    /// that upstream still lacks here, in file-name order, each replaced by
-    /// its port from `dir/v<version>/` where it has one.
-    pub fn series(&self, dir: &Path) -> Result<Vec<PathBuf>, Error> {
-        let all = crate::patch::series(dir)?;
-        for f in self.fixed_upstream {
-            if !all.iter().any(|p| p.file_stem().is_some_and(|s| s == f.patch)) {
-                return Err(Error::new(format!(
-                    "the base {} leaves out {}, which is not a patch of {}",
-                    self.version,
-                    f.patch,
-                    dir.display()
-                )));
-            }
-        }
-        let ports = crate::patch::ports_dir(dir, self.version);
-        Ok(all
-            .into_iter()
-            .filter(|p| {
-                !self.fixes_upstream(&p.file_name().unwrap_or_default().to_string_lossy())
-            })
-            .map(|p| {
-                let port = ports.join(p.file_name().unwrap_or_default());
-                if port.is_file() {
-                    port
-                } else {
-                    p
-                }
-            })
-            .collect())
-    }
+/// The manifest whose lock file pins a source package (`sources/<what>/`).
+pub fn sources_manifest(what: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sources")
+        .join(what)
+        .join("Cargo.toml")
 }
 
 /// Every base, the default first.
@@ -258,46 +234,5 @@ mod tests {
         let e = Base::parse("0.31.0").unwrap_err().to_string();
         assert!(e.contains("0.32.2 or 0.32.4"), "{e}");
         assert!(Base::default_base().is_default() && !Base::V0_32_4.is_default());
-    }
-
-    #[test]
-    fn a_base_series_leaves_out_upstream_fixes_and_takes_ports() {
-        let dir = std::env::temp_dir().join(format!("mlx-base-series-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("v0.32.4")).unwrap();
-        for name in [
-            "0001-release-sibling-groups-on-every-path.patch",
-            "0002-b.patch",
-            "0009-cpu-kernels-built-under-their-own-name.patch",
-            "0010-c.patch",
-        ] {
-            std::fs::write(dir.join(name), "").unwrap();
-        }
-        std::fs::write(dir.join("v0.32.4/0010-c.patch"), "").unwrap();
-        let names = |b: &Base| -> Vec<String> {
-            b.series(&dir)
-                .unwrap()
-                .iter()
-                .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
-                .collect()
-        };
-        assert_eq!(names(&Base::V0_32_2).len(), 4);
-        assert_eq!(names(&Base::V0_32_4), ["0002-b.patch", "v0.32.4/0010-c.patch"]);
-        assert!(Base::V0_32_2.control_leaks() && !Base::V0_32_4.control_leaks());
-        // A base that leaves out a patch the series lacks is refused.
-        std::fs::remove_file(dir.join("0002-b.patch")).unwrap();
-        std::fs::remove_file(dir.join("0009-cpu-kernels-built-under-their-own-name.patch"))
-            .unwrap();
-        let e = Base::V0_32_4.series(&dir).unwrap_err().to_string();
-        assert!(e.contains("0009-cpu-kernels"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn every_patch_a_base_leaves_out_is_in_the_series() {
-        let dir = crate::patch::series_dir();
-        for b in BASES {
-            b.series(&dir).unwrap();
-        }
     }
 }

@@ -46,13 +46,7 @@ pub struct CarrierTree {
     pub patches: Vec<PathBuf>,
 }
 
-/// The manifest whose lock file pins a source package (`sources/<what>/`).
-pub fn sources_manifest(what: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("sources")
-        .join(what)
-        .join("Cargo.toml")
-}
+pub use pin::sources_manifest;
 
 /// Locates upstream's tree: the override if set, else the base's carrier's
 /// tree with the carrier's patches reversed, recovered under `root`.

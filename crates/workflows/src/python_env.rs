@@ -11,7 +11,7 @@
 
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{run, target_dir, workspace_root, Result};
-use mlx_patched::{Artifacts, Env, PythonTarget, Variant};
+use mlx_patched::{Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;

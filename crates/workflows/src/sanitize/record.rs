@@ -32,7 +32,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "d4f97c92321e687eddb3ab949a53f4902e93642eb56d2f650e6a5fbd318c8cfb";
+    "1a2a8abd47c2e9a7fe53b8dcd9682914e44898318897bcfead5ea5135642c8b1";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

@@ -177,7 +177,7 @@ pub fn report_mib(stdout: &str) -> Vec<i64> {
         .collect()
 }
 
-/// A clean environment at `target/python/<name>`.
+/// A clean environment at `target/python/v<base>/<name>`.
 fn clean_venv(name: &str) -> Result<PathBuf> {
     let venv = python_root()?.join(name);
     let _ = std::fs::remove_dir_all(&venv);

@@ -722,6 +722,9 @@ pub fn run(r: RebaseArgs) -> Result<()> {
                 "--apply needs the verdict `still needed` or `partly redundant` with the suite passing; nothing changed"
             ));
         }
+        if a.series.is_some() {
+            return Err(anyhow!("--apply takes the series of patches/, with hand ports under patches/v{version}/: put them there and rebase without --series; nothing changed"));
+        }
         let carrier = carrier_version.context("--apply needs a carrier version (--to X.Y.Z): a base comes from a published crate")?;
         if !provenance_ok {
             return Err(anyhow!("--apply needs a target whose files match the official wheels of its release; nothing changed"));

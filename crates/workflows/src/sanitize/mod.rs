@@ -22,9 +22,8 @@
 //! `--record` also to `docs/sanitize/<sanitizer>.{md,json}`, stamped with
 //! the fingerprint of every input of the run, taken before it starts
 //! ([`record`]). The sanitizer builds cost more than CI can spend (see
-//! docs/sanitizers.md), so `cargo xtask rebase --apply` runs this before it
-//! moves the pin, and `cargo xtask test` checks that both records are
-//! current.
+//! docs/sanitizers.md), so `cargo xtask test` checks that both records
+//! are current instead.
 
 pub(crate) mod elf;
 mod judge;

@@ -32,7 +32,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "1a2a8abd47c2e9a7fe53b8dcd9682914e44898318897bcfead5ea5135642c8b1";
+    "6f5c13749ad6677965093c1659b5286ab145becdc73ae96fa57e4b029a6f53e1";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

@@ -96,11 +96,26 @@ pub fn write(recorded: &Recorded, base: &Base, report_md: &str) -> Result<()> {
 /// The report of a recorded run: what it is, how to check and redo it,
 /// the table and the counts as the suite printed them.
 pub fn report_md(recorded: &Recorded, table: &str, summary: &str) -> String {
-    format!(
-        "# The suite on MLX {base}\n\n         `cargo xtask test --base {base} --record` wrote this page and `v{base}.json` beside it.\n         CI runs the default base; `tests/base_records.rs` fails when this record no longer\n         belongs to the tree (inputs `{fp}`: the base's row, its series, each variant's\n         build inputs and verdict, run version {RUN_VERSION}).\n\n         ```\n{table}\n\n{summary}\n```\n",
-        base = recorded.base,
-        fp = recorded.fingerprint,
-    )
+    let base = &recorded.base;
+    [
+        format!("# The suite on MLX {base}"),
+        String::new(),
+        format!("`cargo xtask test --base {base} --record` wrote this page and `v{base}.json` beside it."),
+        "CI runs the default base; `tests/base_records.rs` fails when this record no longer".into(),
+        format!(
+            "belongs to the tree (inputs `{}`: the base's row, its series, each variant's",
+            recorded.fingerprint
+        ),
+        format!("build inputs and verdict, run version {RUN_VERSION})."),
+        String::new(),
+        "```".into(),
+        table.to_string(),
+        String::new(),
+        summary.to_string(),
+        "```".into(),
+        String::new(),
+    ]
+    .join("\n")
 }
 
 /// What the judge needs of one base: its release, the record found (None:

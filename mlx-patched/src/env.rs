@@ -41,7 +41,7 @@ variables! {
     MLX_FORK_BASE: "the upstream release to build on and test: `0.32.2` (the default, mlx-rs's) or `0.32.4` (the table in `mlx-patched/src/pin.rs`); its builds live in `<target>/mlx/v<release>/`. `--base` of `cargo xtask` sets it",
     MLX_SOURCE_DIR: "build this upstream MLX checkout instead of the pinned tree; its tree id is reported, the series must apply to it",
     MLX_PATCHED_SERIES_DIR: "apply this patch series instead of `patches/` (used by `cargo xtask rebase`)",
-    MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed, each base in its own folder `v<release>` (default `<target>/mlx`); `crates/mlx-sys` builds mlx-c there too, once for each MLX it compiles against",
+    MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx/v<release>`, a folder per base; a folder given here serves the base it is used with, so give each base its own); `crates/mlx-sys` builds mlx-c there too, once for each MLX it compiles against",
     MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: Cargo's `NUM_JOBS` in a build script, else all cores); must be a positive number. In a build script the compile takes that many at most, as Cargo's jobserver frees them",
     MLX_PATCHED_CMAKE_ARGS: "extra CMake arguments, space separated (part of the cache key; a change configures the build afresh)",
     MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",

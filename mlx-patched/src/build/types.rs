@@ -325,10 +325,11 @@ impl Options {
     pub fn from_env(env: Env, target_dir: &Path, cuda: bool) -> Result<Self, Error> {
         let base = env.base()?;
         // Each base's builds apart, so that switching bases rebuilds neither.
+        // A folder given by `MLX_PATCHED_BUILD_DIR` is the root itself: the
+        // workflows hand a build's root to the builds they start that way.
         let root = env
             .build_dir()
-            .unwrap_or_else(|| target_dir.join("mlx"))
-            .join(base.dir_name());
+            .unwrap_or_else(|| target_dir.join("mlx").join(base.dir_name()));
         let jobs = match env.jobs()? {
             Some(j) => j,
             None => env.cargo_jobs().unwrap_or_else(|| {

@@ -16,7 +16,6 @@ use crate::{Env, Expect, Variant, VARIANTS};
 /// fixes are written against the leaking upstream).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Expectations {
-    upstream_fixed: bool,
     /// `MLX_FORK_UPSTREAM_FIXED` itself: a rebase's target, whose fixes
     /// upstream made are not in a base's row.
     said_fixed: bool,
@@ -29,18 +28,13 @@ impl Expectations {
         // A base that is not one is refused where the build reads it.
         let base = env.base().unwrap_or(Base::default_base());
         let said_fixed = env.upstream_fixed();
-        Expectations {
-            upstream_fixed: said_fixed || !base.control_leaks(),
-            said_fixed,
-            base,
-        }
+        Expectations { said_fixed, base }
     }
 
     /// The default base as pinned (`false`), or an upstream that fixed the
     /// leak as `MLX_FORK_UPSTREAM_FIXED` says.
     pub fn new(upstream_fixed: bool) -> Self {
         Expectations {
-            upstream_fixed,
             said_fixed: upstream_fixed,
             base: Base::default_base(),
         }
@@ -49,7 +43,6 @@ impl Expectations {
     /// The expectations on `base`, as `MLX_FORK_BASE` gives them.
     pub fn on_base(base: &'static Base) -> Self {
         Expectations {
-            upstream_fixed: !base.control_leaks(),
             said_fixed: false,
             base,
         }
@@ -63,7 +56,7 @@ impl Expectations {
     }
 
     pub fn upstream_fixed(&self) -> bool {
-        self.upstream_fixed
+        self.said_fixed || !self.base.control_leaks()
     }
 
     /// The variants to build and check, in [`VARIANTS`] order.
@@ -71,14 +64,14 @@ impl Expectations {
         VARIANTS
             .iter()
             .copied()
-            .filter(|v| !(self.upstream_fixed && v.expect == Expect::Wrong))
+            .filter(|v| !(self.upstream_fixed() && v.expect == Expect::Wrong))
             .collect()
     }
 
     /// The verdict to confirm on `variant`.
     pub fn verdict(&self, variant: &Variant) -> Expect {
         match variant.expect {
-            Expect::Leaks if self.upstream_fixed => Expect::Fixed,
+            Expect::Leaks if self.upstream_fixed() => Expect::Fixed,
             e => e,
         }
     }

@@ -6,7 +6,9 @@
   `test_load_config` (pytest's own `--deselect` matches by prefix). An
   exclusion that matches nothing collected is an error, so the list cannot
   go stale unseen.
-* `MLX_FORK_RESULTS`: where to stream one JSON line per event: `start` when
+* `MLX_FORK_RESULTS`: where to stream one JSON line per event: `loaded`
+  first (the libmlx mapped, and the file `MLX_FORK_CLIENT`, the package under
+  test, was imported from), `start` when
   a test begins, `result` with its outcome (`passed`, `failed`, `skipped`)
   and the first line of why when it ends, so a crash names the test that was
   running.
@@ -82,16 +84,19 @@ class _Stream:
 
     @pytest.hookimpl
     def pytest_sessionstart(self, session):
-        # What this run tests: the libmlx the loader mapped, and the mlx_lm
-        # imported (the installed package, not the sdist's copy).
+        # What this run tests: the libmlx the loader mapped, and where the
+        # package under test (`MLX_FORK_CLIENT`, a module name) was
+        # imported from: the installed package, not a copy in a source tree.
+        import importlib
+
         import mlx.core  # noqa: F401
-        import mlx_lm
         from loaded_libmlx import loaded_libmlx
 
+        client = importlib.import_module(os.environ["MLX_FORK_CLIENT"])
         self.emit(
             event="loaded",
             libmlx=loaded_libmlx(),
-            mlx_lm=os.path.realpath(mlx_lm.__file__),
+            client=os.path.realpath(client.__file__),
         )
 
     @pytest.hookimpl

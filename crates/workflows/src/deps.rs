@@ -46,7 +46,19 @@ pub fn install() -> Result<()> {
         }
         return Ok(());
     }
-    let missing: Vec<&str> = wanted.into_iter().filter(|p| !is_installed(p)).collect();
+    install_debian(&wanted)
+}
+
+/// Installs the Debian packages of `wanted` that are missing (as root, or
+/// through sudo), or names the command that would. Off Debian it names them.
+pub fn install_debian(wanted: &[&str]) -> Result<()> {
+    if !have("apt-get") || !have("dpkg-query") {
+        return Err(anyhow!(
+            "this needs the Debian packages {}; install their equivalents with your system's package manager",
+            wanted.join(" ")
+        ));
+    }
+    let missing: Vec<&str> = wanted.iter().copied().filter(|p| !is_installed(p)).collect();
     if missing.is_empty() {
         return Ok(());
     }

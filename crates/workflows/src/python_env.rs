@@ -40,9 +40,27 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-/// A virtual environment at `venv` with `requirements` installed (once per
-/// content of the requirements and of `extra`).
+/// A virtual environment at `venv` with `requirements` installed, then the
+/// files `extra` over them without their dependencies (once per content of
+/// the requirements and of `extra`).
 pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
+    venv_in_order(venv, requirements, extra, false)
+}
+
+/// A virtual environment at `venv` with the wheels `first` installed, then
+/// `requirements`, which must accept them: a peer that pins `mlx==<release>`
+/// resolves against the wheels under test, and pip's hash-checking mode
+/// needs no pin for what is already installed.
+pub(crate) fn venv_over(venv: &Path, first: &[PathBuf], requirements: &[&str]) -> Result<PathBuf> {
+    venv_in_order(venv, requirements, first, true)
+}
+
+fn venv_in_order(
+    venv: &Path,
+    requirements: &[&str],
+    extra: &[PathBuf],
+    extra_first: bool,
+) -> Result<PathBuf> {
     let python = venv_python(venv);
     if !python.is_file() {
         let base = Env::process().python();
@@ -59,7 +77,7 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
             ));
         }
     }
-    let mut key = mlx_patched::Fingerprint::new("venv 1");
+    let mut key = mlx_patched::Fingerprint::new(if extra_first { "venv over 1" } else { "venv 1" });
     for r in requirements {
         key.file(&workspace_root().join(r))?;
     }
@@ -71,18 +89,24 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
         return Ok(python);
     }
-    for r in requirements {
-        let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(workspace_root().join(r));
-        run(&mut pip)?;
+    let install_requirements = || -> Result<()> {
+        for r in requirements {
+            let mut pip = Command::new(&python);
+            pip.args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(workspace_root().join(r));
+            run(&mut pip)?;
+        }
+        Ok(())
+    };
+    if !extra_first {
+        install_requirements()?;
     }
     if !extra.is_empty() {
         let mut pip = Command::new(&python);
@@ -97,6 +121,9 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
         ])
         .args(extra);
         run(&mut pip)?;
+    }
+    if extra_first {
+        install_requirements()?;
     }
     std::fs::write(&stamp, key)?;
     Ok(python)

@@ -60,6 +60,9 @@ enum Command {
     PythonCheck,
     /// mlx-lm 0.32.2 on patched and pristine (docs/mlx-lm.md).
     MlxLmCheck,
+    /// mlx-audio 0.6.2 over the fork: its install on every base; on 0.32.4
+    /// its suite and MossFormer2_SE's server loop (docs/mlx-audio.md).
+    MlxAudioCheck,
     /// The report's scale on both variants, drawn as docs/leak-curve.svg.
     LeakCurve,
     /// Compare the pinned tree with the official wheels of its release.
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Wheel => w::python_env::wheel_cmd(),
         Command::PythonCheck => w::python::check_cmd(),
         Command::MlxLmCheck => w::mlx_lm::check_cmd(),
+        Command::MlxAudioCheck => w::mlx_audio::check_cmd(),
         Command::LeakCurve => w::mlx_lm::curve_cmd(),
         Command::Provenance => w::provenance::run(),
         Command::UpstreamPr(a) => w::upstream::upstream_pr(a),

@@ -2,7 +2,8 @@
 //! the claims it must make ([`judge`]) and its rows ([`render`]), both
 //! pure and tested here on made-up evidence.
 
-use super::{Suite, EXCLUDED, RERUNS};
+use super::EXCLUDED;
+use crate::peer_suite::{pytest_exit_problem, regression, Suite, RERUNS};
 use crate::workspace::{Ran, Tally};
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions, Outcome};
 use mlx_expectations::report::Row;
@@ -213,15 +214,6 @@ pub fn render(e: &Evidence) -> Vec<Row> {
     rows
 }
 
-/// The tests to run again alone: those worse on patched than on pristine.
-pub fn candidates(pristine: &Suite, patched: &Suite) -> Vec<String> {
-    let words = |s: &Suite| by_word(s.iter().map(|(n, (o, _))| (n, o.as_str())));
-    regressions(&words(pristine), &words(patched))
-        .iter()
-        .map(|r| r.test().to_string())
-        .collect()
-}
-
 /// Each test that fails on both variants, with patched's detail.
 pub fn failing_on_both_lines(e: &Evidence) -> Vec<String> {
     let (before, after) = words(e);
@@ -273,30 +265,6 @@ fn words(e: &Evidence) -> (BTreeMap<String, Outcome>, BTreeMap<String, Outcome>)
 /// Every variant printed digests, and they agree.
 fn same_bits(on: &[ServerRuns]) -> bool {
     on.iter().all(|r| !r.digests.is_empty()) && on.windows(2).all(|w| w[0].digests == w[1].digests)
-}
-
-/// Whether a test that came out worse on patched in the suite is a
-/// regression, from its failures alone over the same number of runs on
-/// each variant: it is unless it fails alone on pristine as well (flaky on
-/// both). A test that fails in the suite on patched and never alone on
-/// either depends on what ran before it, and only on patched: that counts
-/// too.
-pub fn regression(failed_alone_on_patched: u32, failed_alone_on_pristine: u32) -> bool {
-    failed_alone_on_pristine == 0 || failed_alone_on_patched > RERUNS / 2 + failed_alone_on_pristine
-}
-
-/// Why pytest's exit does not agree with the results it streamed, if it
-/// does not: 0 with no failure, or 1 (tests failed) with failures named.
-/// Anything else (interrupted, an internal error, a usage error, no tests,
-/// a signal after the last test) is a failure no result shows.
-pub fn pytest_exit_problem(status: std::process::ExitStatus, failed: usize) -> Option<String> {
-    match status.code() {
-        Some(0) if failed == 0 => None,
-        Some(1) if failed > 0 => None,
-        _ => Some(format!(
-            "pytest ended with {status} with {failed} failed tests in its results"
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -411,7 +379,7 @@ mod tests {
         let mut e = good();
         e.suites[1] = suite(Variant::PATCHED, &[("a", "failed"), ("b", "failed")], 1);
         assert_eq!(
-            candidates(&e.suites[0].results, &e.suites[1].results),
+            crate::peer_suite::candidates(&e.suites[0].results, &e.suites[1].results),
             ["a"]
         );
         assert!(
@@ -472,32 +440,5 @@ mod tests {
         assert!(rows[0].contains("mlx-lm's suite on pristine: 1 passed, 1 failed"));
         assert!(rows[2].contains("alone, failed 0 of"));
         assert!(rows[rows.len() - 3].contains("mlx-lm[cpu]"));
-    }
-
-    #[test]
-    fn pytest_must_exit_as_its_results_say() {
-        use super::pytest_exit_problem as problem;
-        assert_eq!(problem(code(0), 0), None);
-        assert_eq!(problem(code(1), 2), None);
-        // Failed without a failure, passed with one, no tests, a usage
-        // error, a signal after the last test.
-        assert!(problem(code(1), 0).is_some());
-        assert!(problem(code(0), 1).is_some());
-        assert!(problem(code(5), 0).is_some());
-        assert!(problem(code(4), 0).is_some());
-        assert!(problem(ExitStatus::from_raw(6), 0).is_some());
-    }
-
-    #[test]
-    fn a_test_worse_on_patched_is_excused_only_by_failing_alone_on_pristine_alike() {
-        // Fails alone on patched, never on pristine: a regression.
-        assert!(regression(3, 0));
-        // Fails only in the suite on patched, never alone on either.
-        assert!(regression(0, 0));
-        // Flaky on both at a like rate: not a regression.
-        assert!(!regression(6, 4));
-        assert!(!regression(2, 5));
-        // Far worse on patched than on pristine, though pristine failed once.
-        assert!(regression(RERUNS, 1));
     }
 }

@@ -11,6 +11,7 @@
 //!   weights, 20 cycles) on both variants, drawn as `docs/leak-curve.svg`
 //!   from the figures it measured, which it writes beside it.
 
+use crate::peer_suite::{self, side_by_side, Site, RERUNS};
 use crate::python_env::{python_root, sha256_hex, venv_with};
 mod judge;
 
@@ -22,7 +23,6 @@ use mlx_expectations::report::Row;
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
 use mlx_patched::CommandVars;
 use mlx_patched::{Expectations, Variant};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -151,211 +151,36 @@ pub(crate) fn check_loaded(variant: Variant, python: &Path, loaded: &[String]) -
         .and_then(Path::parent)
         .context("no venv")?
         .canonicalize()?;
-    let [path] = loaded else {
-        return Err(anyhow!(
-            "expected one libmlx loaded from {}, saw {loaded:?}",
-            venv.display()
-        ));
-    };
-    let path = Path::new(path);
     let wheels = crate::python_env::build_wheel(variant)?;
     let want = crate::install_paths::libmlx_in_wheel(
         mlx_patched::Env::process().python().as_ref(),
         &wheels.library,
     )?;
-    let same = std::fs::read(path).ok().map(|b| sha256_hex(&b)) == Some(want);
-    if !path.starts_with(&venv) || !same {
-        return Err(anyhow!(
-            "{}: loaded {} (in the environment: {}, the bytes of {}'s libmlx: {same})",
-            variant.name,
-            path.display(),
-            path.starts_with(&venv),
-            wheels.library.display()
-        ));
-    }
-    Ok(())
+    peer_suite::check_loaded(variant.name, &venv, loaded, &want)
 }
 
-/// One outcome per test id: outcome and first line of why.
-pub type Suite = BTreeMap<String, (String, String)>;
-
-/// pytest in the variant's environment, run offline from the sdist's root
-/// with the plugin that streams results to `results`. The `pytest`
-/// executable: `python -m pytest` would put the root on sys.path and test
-/// the sdist's copy of mlx-lm instead of the installed one.
-fn pytest(variant: Variant, python: &Path, root: &Path, results: &Path) -> Result<Command> {
-    let dir = python_root()?.join(variant.name);
-    let mut cmd = Command::new(python.with_file_name("pytest"));
-    cmd.args(["-q", "-p", "no:cacheprovider", "-p", "exact_deselect"])
-        .current_dir(root)
-        .var(
-            mlx_patched::other_vars::TMPDIR,
-            crate::python_env::kernel_tmp(variant, false)?,
-        )
-        .var(
-            mlx_patched::other_vars::PYTHONPATH,
-            workspace_root().join("tests/python"),
-        )
-        .var(mlx_patched::other_vars::MLX_FORK_RESULTS, results)
-        .var(mlx_patched::other_vars::HF_HUB_OFFLINE, "1")
-        .var(mlx_patched::other_vars::TRANSFORMERS_OFFLINE, "1")
-        .var(mlx_patched::other_vars::HF_HOME, dir.join("hf-home"));
-    Ok(cmd)
-}
-
-/// How often a test that came out worse on patched than on pristine in the
-/// suite runs again alone, on each variant. The one seen, mlx-lm's
-/// `test_gemma3n_kv_shared_layers_ignore_chunking`, compares logits of
-/// unseeded random weights with `allclose`: on this project's builds of
-/// both variants it failed in 4 of 6 runs (it passed 6 of 6 on the
-/// official wheel).
-pub const RERUNS: u32 = 10;
-
-/// Runs `id` alone on `variant` `times` times: in how many it failed. A run
-/// that ends without the test's own result, or with another result than
-/// passed or failed (skipped, not collected, a usage error, no results
-/// file), cannot be compared: it is an error, not a failure.
-fn failures_alone(
-    variant: Variant,
-    python: &Path,
-    root: &Path,
-    id: &str,
-    times: u32,
-) -> Result<u32> {
-    let results = python_root()?.join(variant.name).join("mlx-lm-rerun.jsonl");
-    let mut failed = 0;
-    for run in 1..=times {
-        let _ = std::fs::remove_file(&results);
-        let out = pytest(variant, python, root, &results)?
-            .arg(id)
-            .output()
-            .context("cannot run pytest")?;
-        let text = std::fs::read_to_string(&results).unwrap_or_default();
-        let outcome = text.lines().find_map(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .filter(|v| v["event"] == "result" && v["id"] == id)
-                .and_then(|v| v["outcome"].as_str().map(String::from))
-        });
-        match outcome.as_deref() {
-            Some("passed") => {}
-            Some("failed") => failed += 1,
-            other => {
-                return Err(anyhow!(
-                "{id} alone on {} (run {run}) gave no result to compare ({other:?}, pytest {}): {}",
-                variant.name,
-                out.status,
-                String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-            ))
-            }
-        }
-    }
-    Ok(failed)
-}
-
-/// `f` of each item, each on a thread of its own, in the items' order.
-fn side_by_side<T: Sync, R: Send>(
-    items: &[T],
-    f: impl Fn(&T) -> Result<R> + Sync,
-) -> Vec<Result<R>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items.iter().map(|item| s.spawn(|| f(item))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a thread panicked")))
-            })
-            .collect()
+/// Where the variant's environment runs mlx-lm's suite: from the sdist's
+/// root, on its `tests`.
+fn site(variant: Variant, python: &Path, root: &Path) -> Result<Site> {
+    Ok(Site {
+        label: variant.name.to_string(),
+        python: python.to_path_buf(),
+        dir: python_root()?.join(variant.name),
+        kernels: crate::python_env::kernel_tmp(variant, false)?,
+        client: "mlx_lm",
+        cwd: root.to_path_buf(),
+        rootdir: None,
+        args: Vec::new(),
+        tests: vec!["tests".into()],
     })
 }
 
-/// mlx-lm's suite on one environment, with the exclusions of [`EXCLUDED`].
-fn run_suite(
-    variant: Variant,
-    python: &Path,
-    root: &Path,
-) -> Result<(Suite, (usize, usize), std::process::ExitStatus)> {
-    let dir = python_root()?.join(variant.name);
-    let results = dir.join("mlx-lm-suite.jsonl");
-    let log = dir.join("mlx-lm-suite.log");
-    let _ = std::fs::remove_file(&results);
-    let out = pytest(variant, python, root, &results)?
-        .var(
-            mlx_patched::other_vars::MLX_FORK_EXCLUDED,
-            workspace_root().join(EXCLUDED),
-        )
-        .arg("tests")
-        .output()
-        .context("cannot run pytest")?;
-    std::fs::write(
-        &log,
-        [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
-    )?;
-    let text = std::fs::read_to_string(&results).unwrap_or_default();
-    let mut suite = Suite::new();
-    let mut running = None;
-    let mut deselected = (0, 0);
-    let mut loaded = Vec::new();
-    let mut imported = String::new();
-    for line in text.lines() {
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("{}: {line}", results.display()))?;
-        let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-        match s("event").as_str() {
-            "start" => running = Some(s("id")),
-            "result" => {
-                running = None;
-                suite.insert(s("id"), (s("outcome"), s("detail")));
-            }
-            "deselected" => {
-                deselected = (
-                    v["count"].as_u64().unwrap_or(0) as usize,
-                    v["modules"].as_u64().unwrap_or(0) as usize,
-                )
-            }
-            "loaded" => {
-                loaded = v["libmlx"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|p| p.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                imported = s("mlx_lm");
-            }
-            _ => {}
-        }
-    }
-    if let Some(id) = running {
-        return Err(anyhow!(
-            "mlx-lm's suite on {} died ({}) while running {id}; see {}",
-            variant.name,
-            out.status,
-            log.display()
-        ));
-    }
-    if suite.is_empty() {
-        return Err(anyhow!(
-            "mlx-lm's suite on {} reported nothing ({}); see {}",
-            variant.name,
-            out.status,
-            log.display()
-        ));
-    }
-    check_loaded(variant, python, &loaded)?;
-    let venv = python.parent().and_then(Path::parent).unwrap_or(python);
-    if !Path::new(&imported).starts_with(venv.canonicalize().unwrap_or(venv.to_path_buf())) {
-        return Err(anyhow!(
-            "mlx-lm's suite on {} imported mlx_lm from {imported}, not from the environment",
-            variant.name
-        ));
-    }
-    Ok((suite, deselected, out.status))
+/// mlx-lm's suite on one environment, with the exclusions of [`EXCLUDED`],
+/// having loaded the variant's own libmlx.
+fn run_suite(variant: Variant, python: &Path, root: &Path) -> Result<peer_suite::SuiteRun> {
+    let run = site(variant, python, root)?.run_suite("mlx-lm", EXCLUDED)?;
+    check_loaded(variant, python, &run.loaded)?;
+    Ok(run)
 }
 
 /// The records of one model-server process, after its libmlx is checked.
@@ -526,12 +351,12 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     let runs = side_by_side(&envs, |(v, python)| run_suite(*v, python, &root));
     let mut suites = Vec::new();
     for ((v, _), run) in envs.iter().zip(runs) {
-        let (results, deselected, status) = run?;
+        let run = run?;
         let suite = SuiteRun {
             variant: *v,
-            results,
-            deselected,
-            status,
+            results: run.results,
+            deselected: run.deselected,
+            status: run.status,
         };
         println!("{}", judge::suite_line(&suite));
         suites.push(suite);
@@ -539,9 +364,11 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     // A test that passed on pristine and not on patched, or fails only on
     // patched, runs again alone on both variants, the same number of times.
     let mut reruns = Vec::new();
-    for id in judge::candidates(&suites[0].results, &suites[1].results) {
-        let on_patched = failures_alone(Variant::PATCHED, &envs[1].1, &root, &id, RERUNS)?;
-        let on_pristine = failures_alone(Variant::PRISTINE, &envs[0].1, &root, &id, RERUNS)?;
+    for id in peer_suite::candidates(&suites[0].results, &suites[1].results) {
+        let on_patched = site(Variant::PATCHED, &envs[1].1, &root)?
+            .failures_alone("mlx-lm", &id, RERUNS)?;
+        let on_pristine = site(Variant::PRISTINE, &envs[0].1, &root)?
+            .failures_alone("mlx-lm", &id, RERUNS)?;
         println!("mlx-lm's {id}: alone, failed {on_patched} of {RERUNS} runs on patched and {on_pristine} of {RERUNS} on pristine");
         reruns.push((id, on_patched, on_pristine));
     }
@@ -560,7 +387,8 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         .join(Variant::PATCHED.name)
         .join("mlx-lm-aborted.jsonl");
     let _ = std::fs::remove_file(&results);
-    let out = pytest(Variant::PATCHED, &envs[1].1, &root, &results)?
+    let out = site(Variant::PATCHED, &envs[1].1, &root)?
+        .pytest(&results)
         .arg(&test)
         .env(mlx_patched::probes::PRELOAD, &lib)
         .output()
@@ -847,18 +675,7 @@ mod tests {
     /// Every exclusion names a node exactly and gives a reason.
     #[test]
     fn every_excluded_test_has_a_reason() {
-        let text =
-            std::fs::read_to_string(crate::workspace::workspace_root().join(super::EXCLUDED))
-                .unwrap();
-        let entries: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-            .collect();
-        assert!(!entries.is_empty());
-        for line in entries {
-            let (node, reason) = line.split_once('#').unwrap_or((line, ""));
-            assert!(node.trim().starts_with("tests/"), "{line}");
-            assert!(!reason.trim().is_empty(), "no reason: {line}");
-        }
+        let nodes = crate::peer_suite::read_exclusions(super::EXCLUDED, "tests/").unwrap();
+        assert!(!nodes.is_empty());
     }
 }

@@ -26,6 +26,7 @@ pub const SLOW_CHECKS: &[&str] = &[
     "mlx_rs_check",
     "python_package",
     "mlx_lm_check",
+    "mlx_audio_check",
     "provenance",
     "sanitizer_records",
     "base_records",

@@ -28,12 +28,9 @@ a warm-up (the benchmark `cargo bench --bench variants` reads it).
 
 import argparse
 import contextlib
-import gc
 import hashlib
 import importlib
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -42,6 +39,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from loaded_libmlx import loaded_libmlx
+from serving import measure, refuse_without_compile
 
 ARCHS = ("phi3", "llama")
 CELLS = (
@@ -75,17 +73,6 @@ SIZES = {
 }
 
 PROMPT_TOKENS = 32
-
-
-def refuse_without_compile():
-    """On CPU, mx.compile does nothing unless `g++ --version` works; without
-    it the leak cannot show, so a run would prove nothing."""
-    if os.environ.get("MLX_DISABLE_COMPILE"):
-        sys.exit("refusing to run: MLX_DISABLE_COMPILE is set, so mx.compile does nothing")
-    if shutil.which("g++") is None or subprocess.run(
-        ["g++", "--version"], capture_output=True
-    ).returncode != 0:
-        sys.exit("refusing to run: `g++ --version` fails, so MLX's CPU backend compiles nothing")
 
 
 def build(arch, size, seed):
@@ -170,12 +157,6 @@ def run_cell(cell, model, vocab, workdir):
     raise SystemExit(f"unknown cell {cell!r}: one of {', '.join(CELLS)}")
 
 
-def settle():
-    gc.collect()
-    mx.synchronize()
-    mx.clear_cache()
-
-
 def numerics(arch, size):
     """Eager against compiled logits of one model: digests and difference."""
     from mlx_lm.models.cache import KVCache
@@ -252,18 +233,7 @@ def main():
 
         _, weights = cycle(0)
         print(f"weights {weights} arch {a.arch} cell {a.cell}")
-        settle()
-        start = mx.get_active_memory()
-        for i in range(a.cycles):
-            settle()
-            before = mx.get_active_memory()
-            d, _ = cycle(i)
-            settle()
-            after = mx.get_active_memory()
-            print(
-                f"cycle {i} retained_bytes {after - before} "
-                f"total_bytes {after - start} digest {d}"
-            )
+        measure(lambda i: cycle(i)[0], a.cycles)
 
 
 if __name__ == "__main__":

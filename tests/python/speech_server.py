@@ -15,33 +15,18 @@ not counted.
 """
 
 import argparse
-import gc
 import hashlib
-import os
-import shutil
-import subprocess
-import sys
 
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
 from loaded_libmlx import loaded_libmlx
+from serving import measure, refuse_without_compile
 
 # The clip: half a second at the model's 48 kHz, so a cycle stays short
 # while every layer runs.
 CLIP_SECONDS = 0.5
-
-
-def refuse_without_compile():
-    """On CPU, mx.compile does nothing unless `g++ --version` works; without
-    it the leak cannot show, so a run would prove nothing."""
-    if os.environ.get("MLX_DISABLE_COMPILE"):
-        sys.exit("refusing to run: MLX_DISABLE_COMPILE is set, so mx.compile does nothing")
-    if shutil.which("g++") is None or subprocess.run(
-        ["g++", "--version"], capture_output=True
-    ).returncode != 0:
-        sys.exit("refusing to run: `g++ --version` fails, so MLX's CPU backend compiles nothing")
 
 
 def clip(sample_rate):
@@ -66,12 +51,6 @@ def weight_bytes(model):
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
 
-def settle():
-    gc.collect()
-    mx.synchronize()
-    mx.clear_cache()
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cycles", type=int, default=3)
@@ -92,20 +71,7 @@ def main():
 
     _, weights = cycle(-1)
     print(f"weights {weights} model mossformer2_se", flush=True)
-    settle()
-    start = mx.get_active_memory()
-    for i in range(a.cycles):
-        settle()
-        before = mx.get_active_memory()
-        d, _ = cycle(i)
-        settle()
-        after = mx.get_active_memory()
-        print(
-            f"cycle {i} retained_bytes {after - before} "
-            f"total_bytes {after - start} digest {d}",
-            flush=True,
-        )
-
+    measure(lambda i: cycle(i)[0], a.cycles)
 
 if __name__ == "__main__":
     main()

@@ -55,7 +55,7 @@ pub struct Installed {
     pub mlx_requirement: String,
     pub pip_check: Ran,
     /// Whether the libmlx loaded is the one its library wheel installed.
-    pub libmlx: Result<(), String>,
+    pub libmlx: crate::workspace::Result<()>,
 }
 
 /// One library set's server processes.
@@ -180,7 +180,7 @@ fn judge_installed(t: &mut Tally, i: &Installed) {
         )
     });
     t.claim(i.libmlx.is_ok(), || {
-        format!("{}: {}", i.label, i.libmlx.as_ref().unwrap_err())
+        format!("{}: {:#}", i.label, i.libmlx.as_ref().unwrap_err())
     });
 }
 
@@ -407,7 +407,7 @@ mod tests {
                 i.installed.insert("mlx-cpu".into(), MLX_PIN.into());
             },
             |i| i.pip_check = ran(false),
-            |i| i.libmlx = Err("loaded the official libmlx".into()),
+            |i| i.libmlx = Err(crate::workspace::anyhow!("loaded the official libmlx")),
             |i| i.mlx_requirement = "mlx>=0.32.4".into(),
         ];
         for spoil in spoils {

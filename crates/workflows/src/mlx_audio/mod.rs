@@ -121,7 +121,7 @@ fn installed(label: &str, python: &Path, want: &str, library: &Path) -> Result<I
         mlx_patched::Env::process().python().as_ref(),
         library,
     )?;
-    let libmlx = peer_suite::check_loaded(label, &venv, &loaded, &sha).map_err(|e| format!("{e:#}"));
+    let libmlx = peer_suite::check_loaded(label, &venv, &loaded, &sha);
     let pip_check = Ran::from(
         &Command::new(python)
             .args(["-m", "pip", "check", "--disable-pip-version-check"])

@@ -6,7 +6,7 @@
 //! control's outcomes with a fix's are pure functions here.
 
 use crate::workspace::{anyhow, Context, Result};
-use crate::workspace::{workspace_root, Ran};
+use crate::workspace::workspace_root;
 use mlx_expectations::outcomes::{by_word, regressions};
 use mlx_patched::CommandVars;
 use std::collections::BTreeMap;
@@ -219,16 +219,6 @@ impl Site {
             .and_then(Path::parent)
             .context("an interpreter outside a virtual environment")?;
         Ok(venv.canonicalize()?)
-    }
-
-    /// `pip check` in the environment.
-    pub fn pip_check(&self) -> Result<Ran> {
-        Ok(Ran::from(
-            &Command::new(&self.python)
-                .args(["-m", "pip", "check", "--disable-pip-version-check"])
-                .output()
-                .with_context(|| format!("cannot run {}", self.python.display()))?,
-        ))
     }
 }
 

@@ -6,6 +6,7 @@
 //! probes first, the workflows that combine them last.
 
 pub mod base_record;
+pub mod builds;
 pub mod candidate;
 pub mod checks;
 pub mod demo;

@@ -195,6 +195,24 @@ pub fn run(args: TestArgs) -> Result<()> {
     for name in SLOW_CHECKS {
         run_check(&mut totals, &checks, name, &report)?;
     }
+    // MLX was built once per variant and base (crate::builds).
+    let target = crate::workspace::target_dir()?;
+    let mut roots: Vec<std::path::PathBuf> = mlx_patched::pin::BASES
+        .iter()
+        .map(|b| target.join("mlx").join(b.dir_name()))
+        .collect();
+    roots.push(opts.root.clone());
+    match crate::builds::built_once(&target, &roots)? {
+        Ok(n) => {
+            totals.passed += 1;
+            println!("PASS MLX built once per variant and base: {n} builds, each in <root>/<variant>/build");
+        }
+        Err(strays) => {
+            let why = format!("MLX built again outside <root>/<variant>/build: {strays:?}");
+            println!("FAILED: {why}");
+            totals.failed.push(why);
+        }
+    }
     let upstream = mlx_patched::upstream(&opts)?;
     let series = mlx_patched::patch::fix_series(&opts.series()?)?;
     let measured_for = report.join(MEASURED_FOR);

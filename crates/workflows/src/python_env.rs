@@ -89,26 +89,7 @@ fn venv_in_order(
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
         return Ok(python);
     }
-    let install_requirements = || -> Result<()> {
-        for r in requirements {
-            let mut pip = Command::new(&python);
-            pip.args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(workspace_root().join(r));
-            run(&mut pip)?;
-        }
-        Ok(())
-    };
-    if !extra_first {
-        install_requirements()?;
-    }
-    if !extra.is_empty() {
+    let pip_install = |args: &[&std::ffi::OsStr]| -> Result<()> {
         let mut pip = Command::new(&python);
         pip.args([
             "-m",
@@ -116,11 +97,25 @@ fn venv_in_order(
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "--force-reinstall",
-            "--no-deps",
         ])
-        .args(extra);
-        run(&mut pip)?;
+        .args(args);
+        run(&mut pip)
+    };
+    let install_requirements = || -> Result<()> {
+        for r in requirements {
+            let file = workspace_root().join(r);
+            pip_install(&["-r".as_ref(), file.as_os_str()])?;
+        }
+        Ok(())
+    };
+    if !extra_first {
+        install_requirements()?;
+    }
+    if !extra.is_empty() {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["--force-reinstall".as_ref(), "--no-deps".as_ref()];
+        args.extend(extra.iter().map(|e| e.as_os_str()));
+        pip_install(&args)?;
     }
     if extra_first {
         install_requirements()?;
@@ -364,19 +359,33 @@ mod tests {
             .unwrap()
             .filter_map(|e| {
                 let name = e.unwrap().file_name().to_string_lossy().into_owned();
-                Some(name.strip_prefix("nanobind-")?.strip_suffix(".txt")?.to_string())
+                Some(
+                    name.strip_prefix("nanobind-")?
+                        .strip_suffix(".txt")?
+                        .to_string(),
+                )
             })
             .collect();
-        assert!(versions.len() >= 2, "one pin per base's nanobind: {versions:?}");
+        assert!(
+            versions.len() >= 2,
+            "one pin per base's nanobind: {versions:?}"
+        );
         for version in &versions {
-            let file = crate::workspace::workspace_root().join(super::nanobind_requirements(version));
+            let file =
+                crate::workspace::workspace_root().join(super::nanobind_requirements(version));
             let text = std::fs::read_to_string(&file).unwrap();
             assert!(
-                text.lines().any(|l| l.trim_end_matches([' ', '\\']) == format!("nanobind=={version}")),
+                text.lines()
+                    .any(|l| l.trim_end_matches([' ', '\\']) == format!("nanobind=={version}")),
                 "{} must pin nanobind=={version}",
                 file.display()
             );
-            assert_eq!(text.matches("--hash=sha256:").count(), 2, "{}: wheel and sdist", file.display());
+            assert_eq!(
+                text.matches("--hash=sha256:").count(),
+                2,
+                "{}: wheel and sdist",
+                file.display()
+            );
         }
     }
 }

@@ -47,6 +47,10 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
         "0008-release-sibling-groups-under-a-lock",
         &["test sibling group released on two threads at once"],
     ),
+    (
+        "0010-cpu-task-count-survives-task-errors",
+        &["test cpu task count survives task errors"],
+    ),
 ];
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.

@@ -44,7 +44,7 @@ variables! {
     MLX_PATCHED_BUILD_DIR: "where the upstream tree is recovered and variants are configured, built and installed (default `<target>/mlx/v<release>`, a folder per base; a folder given here serves the base it is used with, so give each base its own); `crates/mlx-sys` builds mlx-c there too, once for each MLX it compiles against",
     MLX_PATCHED_JOBS: "parallel compile jobs for MLX (default: Cargo's `NUM_JOBS` in a build script, else all cores); must be a positive number. In a build script the compile takes that many at most, as Cargo's jobserver frees them",
     MLX_PATCHED_CMAKE_ARGS: "extra CMake arguments, space separated (part of the cache key; a change configures the build afresh)",
-    MLX_PATCHED_SANITIZER: "`address` or `thread`: build the sanitizer variants (`<variant>-asan`, `-tsan`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` sets it",
+    MLX_PATCHED_SANITIZER: "`address`, `thread` or `coverage`: build the sanitizer variants (`<variant>-asan`, `-tsan`, `-cov`, with the live-descriptor census) instead of the normal ones; `cargo xtask sanitize` and `cargo xtask fuzz --sanitizer` set it",
     MLX_SYS_PREFIX: "`crates/mlx-sys` (the drop-in for mlx-rs) links the MLX installed in this prefix instead of building and linking the patched variant, e.g. `$(cargo xtask prefix pristine)`",
     MLX_FORK_UPSTREAM_FIXED: "every check expects every variant, the control too, to be leak-free, and no rejected fix is built (`cargo xtask rebase` sets it for an upstream that fixed the leak)",
     MLX_FORK_SLOW_CHECKS: "`1`: run the suite's slow checks (the Python package, mlx-rs, mlx-lm, mlx-audio, provenance, the sanitizer records, the upstream stagings, the fuzz differential); `cargo xtask test` sets it, and `MLX_FORK_SLOW_CHECKS=1 cargo test --test <check>` reruns one. Unset, each says it was skipped",
@@ -111,6 +111,7 @@ other_variables! {
     MLX_FORK_RESULTS: "ours, from the mlx-lm and mlx-audio checks to their pytest plugin (`tests/python/exact_deselect.py`): where to stream each test's result",
     MLX_FORK_EXCLUDED: "ours, from the same checks to the same plugin: the file of exclusions by exact id",
     MLX_FORK_CLIENT: "ours, from the same checks to the same plugin: the package under test, which must be imported from the environment",
+    MLX_FORK_COVERAGE_MAP: "ours, from the fuzzer's driver to the coverage build's libmlx (`mlx-patched/coverage/edges.cpp`): the file of edge counters to map shared",
     MLX_BRIDGE_UPSTREAM_VERSION: "ours, from the bridge's build script to its code (`cargo:rustc-env`): the MLX version it was built against",
     MLX_BRIDGE_VARIANT: "ours, from the bridge's build script to its code: the name of the variant it links",
     MLX_FORK_ABORT_AT_EXIT_PID: "ours, inside `tests/support/abort_at_exit.c`: the process that aborts at exit, not its children",
@@ -310,7 +311,7 @@ impl Env {
             .unwrap_or_default())
     }
 
-    /// `MLX_PATCHED_SANITIZER`: `address` or `thread` selects the sanitizer
+    /// `MLX_PATCHED_SANITIZER`: `address`, `thread` or `coverage` selects the sanitizer
     /// builds of the variants. Anything else is an error.
     pub fn sanitizer(&self) -> Result<Option<crate::Sanitizer>, Error> {
         self.read_string(MLX_PATCHED_SANITIZER)?

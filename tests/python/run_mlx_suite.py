@@ -6,24 +6,30 @@ the interpreter still names the test that was running:
     {"event": "result", "id", "outcome", "detail"}      it ended
     {"event": "retry", "id", "outcome", "detail"}       a failed test, run once more alone
     {"event": "repeat", "id", "runs", "failures", "unjudged", "hung", "detail"}
+    {"event": "once", "id", "outcome", "detail"}        the --once form
 
 outcome is passed, failed, error, skipped, xfail or xpass; detail is the
 reason or the last line of the traceback.
 
     python run_mlx_suite.py <tests dir>
     python run_mlx_suite.py <tests dir> --repeat N [--hang-after S] <test id>...
+    python run_mlx_suite.py <tests dir> --once <test id>
 
-The second form runs each test N times, alone, and counts its failures:
-how the caller tells a test that is flaky on one build from one that is
-flaky on both. A run that does not end within S seconds (HANG_SECONDS
-unless given) counts as a failure and ends the process: its event says
-`hung` and how many runs there were, and the tests after it are not run.
+The second form runs each test N times alone, each run in a process of its
+own (the third form), two at a time, and counts its failures: how the
+caller tells a test that is flaky on one build from one that is flaky on
+both. Runs in one process would not be independent trials: a process keeps
+what earlier runs left behind (MLX's scheduler, its caches), and one run
+that hangs would end the rest. A run that does not end within S seconds
+(HANG_SECONDS unless given) is killed and counts as a failure, `hung`; one
+whose process dies without a result counts as a failure too.
 """
 
+import concurrent.futures
 import json
 import os
+import subprocess
 import sys
-import threading
 import traceback
 import unittest
 
@@ -116,54 +122,71 @@ def cannot_run(why):
 
 
 # How long one run of one test may take in --repeat unless --hang-after
-# says otherwise (a run takes milliseconds).
+# says otherwise (a run takes well under a second).
 HANG_SECONDS = 60
 
+# Runs of --repeat at once: each is a process of its own.
+REPEAT_JOBS = 2
 
-def hung(test_id, run_number, failures, unjudged, detail, hang_after):
-    emit(event="repeat", id=test_id, runs=run_number, failures=failures + 1,
-         unjudged=unjudged, hung=True,
-         detail=detail or f"run {run_number} did not end in {hang_after} s")
-    sys.stdout.flush()
-    os._exit(0)
+
+def run_once_in_child(tests_dir, test_id, hang_after):
+    """One run of `test_id` in a fresh interpreter: (outcome, detail)."""
+    try:
+        child = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), tests_dir, "--once", test_id],
+            capture_output=True, text=True, timeout=hang_after,
+        )
+    except subprocess.TimeoutExpired:
+        return ("hung", f"did not end in {hang_after} s")
+    tail = (child.stderr.strip().splitlines() or [""])[-1]
+    for line in child.stdout.splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("event") == "once":
+                # A process that dies after its result (a crash at exit)
+                # failed that run, whatever the result said.
+                if child.returncode != 0:
+                    return ("crashed", f"exit status {child.returncode} after "
+                            f"{event['outcome']}: {tail}")
+                return (event["outcome"], event["detail"])
+    return ("crashed", f"exit status {child.returncode} without a result: {tail}")
+
+
+def repeat(tests_dir, test_id, times, hang_after):
+    with concurrent.futures.ThreadPoolExecutor(REPEAT_JOBS) as pool:
+        runs = list(pool.map(lambda _: run_once_in_child(tests_dir, test_id, hang_after), range(times)))
+    failures, unjudged, hung, detail = 0, 0, 0, ""
+    for outcome, why in runs:
+        # A test that raises fails as much as one whose assertion does
+        # (upstream's flaky test_async_eval_error_in_synchronize does
+        # either); one that cannot run gives nothing to count.
+        if outcome in ("failed", "hung", "crashed") or (outcome == "error" and not cannot_run(why)):
+            failures += 1
+            hung += outcome == "hung"
+            detail = detail or why
+        elif outcome != "passed":
+            unjudged += 1
+            detail = detail or f"{outcome}: {why}"
+    emit(event="repeat", id=test_id, runs=times, failures=failures,
+         unjudged=unjudged, hung=hung, detail=detail)
 
 
 def main():
     tests_dir = os.path.abspath(sys.argv[1])
     os.chdir(tests_dir)
     sys.path.insert(0, tests_dir)
+    if len(sys.argv) == 4 and sys.argv[2] == "--once":
+        outcome, why = run_alone(sys.argv[3])
+        emit(event="once", id=sys.argv[3], outcome=outcome, detail=why)
+        return
     if len(sys.argv) > 3 and sys.argv[2] == "--repeat":
-        # Each test alone, exactly `times` times: how often it failed, and
-        # how often it gave no result to count (skipped, or not loadable).
         times = int(sys.argv[3])
         ids = sys.argv[4:]
         hang_after = HANG_SECONDS
         if ids[:1] == ["--hang-after"]:
             hang_after, ids = float(ids[1]), ids[2:]
         for test_id in ids:
-            failures, unjudged, detail = 0, 0, ""
-            for run_number in range(1, times + 1):
-                # A run that does not end is a failure, and ends the
-                # repeats: a thread of this process is stuck for good.
-                watchdog = threading.Timer(
-                    hang_after,
-                    hung,
-                    (test_id, run_number, failures, unjudged, detail, hang_after),
-                )
-                watchdog.start()
-                outcome, why = run_alone(test_id)
-                watchdog.cancel()
-                # A test that raises fails as much as one whose assertion
-                # does (upstream's flaky test_async_eval_error_in_synchronize
-                # does either); one that cannot run gives nothing to count.
-                if outcome == "failed" or (outcome == "error" and not cannot_run(why)):
-                    failures += 1
-                    detail = detail or why
-                elif outcome != "passed":
-                    unjudged += 1
-                    detail = detail or f"{outcome}: {why}"
-            emit(event="repeat", id=test_id, runs=times, failures=failures,
-                 unjudged=unjudged, hung=False, detail=detail)
+            repeat(tests_dir, test_id, times, hang_after)
         return
     outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
     for test_id, (outcome, _) in sorted(outcomes.items()):

@@ -721,7 +721,41 @@ fn print_outcome(i: u64, p: &Program) {
 }
 
 const USAGE: &str =
-    "usage: mlx-fuzz-worker seeds <seed> <first> <count> [two-threads] | program <file.json>";
+    "usage: mlx-fuzz-worker seeds <seed> <first> <count> [two-threads] | program <file.json> | serve";
+
+/// The size of the edge map of a coverage build's libmlx, if this worker
+/// links one (`mlx-patched/coverage/edges.cpp`).
+fn coverage_map_size() -> Option<u32> {
+    // SAFETY: dlsym of the process's own symbols; the function, if there,
+    // takes nothing and returns a u32.
+    unsafe {
+        let f = libc::dlsym(libc::RTLD_DEFAULT, c"mlx_fork_coverage_map_size".as_ptr());
+        (!f.is_null()).then(|| {
+            let f: extern "C" fn() -> u32 = std::mem::transmute(f);
+            f()
+        })
+    }
+}
+
+/// `serve`: says `coverage <map size>` (or `coverage none`), then runs each
+/// line of stdin as a program (JSON), numbered from 0, until stdin closes.
+fn serve() -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = match coverage_map_size() {
+            Some(n) => writeln!(out, "coverage {n}"),
+            None => writeln!(out, "coverage none"),
+        };
+        let _ = out.flush();
+    }
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+        let p = Program::from_json(&line)?;
+        print_outcome(i as u64, &p);
+    }
+    Ok(())
+}
 
 /// The worker process: see `mlx_fuzz::campaign` for its protocol.
 pub fn worker_main() -> i32 {
@@ -744,6 +778,7 @@ pub fn worker_main() -> i32 {
             }
             Ok(())
         })(),
+        [cmd] if cmd == "serve" => serve(),
         [cmd, file] if cmd == "program" => std::fs::read_to_string(file)
             .map_err(|e| format!("{file}: {e}"))
             .and_then(|s| Program::from_json(&s))

@@ -95,6 +95,32 @@ fn crash_reason(status: std::process::ExitStatus, stderr: &str) -> String {
     }
 }
 
+/// A worker's stdout, line by line through a channel (so that a read can
+/// time out), and all of its stderr once it ends.
+fn read_child(
+    child: &mut std::process::Child,
+) -> (
+    mpsc::Receiver<std::io::Result<String>>,
+    std::thread::JoinHandle<String>,
+) {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stderr.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
+    });
+    (rx, err)
+}
+
 impl Worker {
     fn spawn(&self, args: &[String]) -> Result<std::process::Child, String> {
         Command::new(&self.exe)
@@ -158,21 +184,7 @@ impl Worker {
         each: &mut dyn FnMut(Event),
     ) -> Result<u64, String> {
         let mut child = self.spawn(args)?;
-        let stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let err = std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = stderr.read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
-        });
+        let (rx, err) = read_child(&mut child);
         let mut running: Option<u64> = None;
         let mut next = first;
         let mut deadline = Instant::now() + self.timeout;
@@ -453,4 +465,244 @@ pub fn shrink_finding(
     confirm: Confirm,
 ) -> (Program, usize) {
     crate::shrink::shrink(p, |c| still_fails(worker, c, want, confirm))
+}
+
+/// A worker that takes programs one at a time on its stdin (`serve`), for an
+/// engine that chooses each program from the last one's result. On a
+/// coverage build, it shares its edge map with this process; each run's
+/// features are read from it. A crash or a hang is the program's event, and
+/// the next run starts a new worker.
+pub struct Served {
+    worker: Worker,
+    map: Option<crate::edges::SharedMap>,
+    /// The variable that names the map's file to the worker's libmlx.
+    map_var: String,
+    live: Option<Live>,
+    /// Workers started so far.
+    pub starts: u64,
+    /// Each hang's run and the worker's threads' stacks at the time, from
+    /// gdb where it is installed, before the worker was killed.
+    pub hangs: Vec<(u64, String)>,
+}
+
+/// Every thread's stack of process `pid`, by gdb (batch mode), or why not.
+fn stacks_of(pid: u32) -> String {
+    match Command::new("gdb")
+        .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Err(e) => format!("no stacks: cannot run gdb ({e})"),
+    }
+}
+
+struct Live {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::Receiver<std::io::Result<String>>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Maps made by this process, to name each apart.
+static MAPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Served {
+    /// `map`: the folder the edge map's file goes in (a tmpfs is best), and
+    /// the variable that tells the worker's libmlx that file
+    /// (`MLX_FORK_COVERAGE_MAP`); `None` runs without feedback, on any build.
+    pub fn new(worker: Worker, map: Option<(&std::path::Path, &str)>) -> Result<Served, String> {
+        let map_var = map.map(|(_, v)| v.to_string()).unwrap_or_default();
+        let map = match map.map(|(d, _)| d) {
+            Some(dir) => Some(crate::edges::SharedMap::create(
+                dir,
+                &format!(
+                    "mlx-fuzz-edges-{}-{}",
+                    std::process::id(),
+                    MAPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                ),
+            )?),
+            None => None,
+        };
+        Ok(Served {
+            worker,
+            map,
+            map_var,
+            live: None,
+            starts: 0,
+            hangs: Vec::new(),
+        })
+    }
+
+    fn start(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new(&self.worker.exe);
+        cmd.args(&self.worker.launch)
+            .arg("serve")
+            .envs(
+                self.worker
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(m) = &self.map {
+            cmd.env(&self.map_var, m.path());
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run the worker {}: {e}", self.worker.exe.display()))?;
+        let stdin = child.stdin.take().unwrap();
+        let (lines, stderr) = read_child(&mut child);
+        self.starts += 1;
+        let first = lines.recv_timeout(self.worker.timeout);
+        let mut live = Live {
+            child,
+            stdin,
+            lines,
+            stderr,
+        };
+        let said = match first {
+            Ok(Ok(l)) => l,
+            _ => {
+                let _ = live.child.kill();
+                let status = live.child.wait().map_err(|e| e.to_string())?;
+                let text = live.stderr.join().unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                return Err(format!(
+                    "the worker failed before its first program ({status}): {}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
+            }
+        };
+        match (said.strip_prefix("coverage "), &self.map) {
+            (Some(n), Some(_)) if n == crate::edges::MAP_SIZE.to_string() => {}
+            (Some("none"), Some(_)) => {
+                return Err(format!(
+                    "{} links an MLX without coverage: build it with --sanitizer coverage",
+                    self.worker.exe.display()
+                ))
+            }
+            (Some(n), Some(_)) => return Err(format!(
+                "the worker's edge map has {n} counters, the driver's {}: they were built apart",
+                crate::edges::MAP_SIZE
+            )),
+            (Some(_), None) => {}
+            (None, _) => {
+                return Err(format!(
+                    "the worker's first line is not its coverage: {said}"
+                ))
+            }
+        }
+        self.live = Some(live);
+        Ok(())
+    }
+
+    /// Runs `p` as program `index`: its event, and the features it reached
+    /// (none without a map).
+    pub fn run(
+        &mut self,
+        index: u64,
+        p: &Program,
+    ) -> Result<(Event, Vec<crate::edges::Feature>), String> {
+        use std::io::Write;
+        if self.live.is_none() {
+            self.start()?;
+        }
+        let mut features = Vec::new();
+        if let Some(m) = &mut self.map {
+            m.clear();
+        }
+        let live = self.live.as_mut().unwrap();
+        let sent = writeln!(live.stdin, "{}", p.to_json()).and_then(|_| live.stdin.flush());
+        let mut deadline = Instant::now() + self.worker.timeout;
+        let mut started = false;
+        let event = loop {
+            if sent.is_err() {
+                break None;
+            }
+            match live
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Ok(line)) => {
+                    let mut words = line.splitn(3, ' ');
+                    match (words.next(), words.next(), words.next()) {
+                        (Some("start"), _, _) => {
+                            started = true;
+                            deadline = Instant::now() + self.worker.timeout;
+                        }
+                        (Some("outcome"), _, Some(json)) => {
+                            let o: Outcome = serde_json::from_str(json).map_err(|e| {
+                                format!("the worker's outcome line is not an outcome ({e}): {line}")
+                            })?;
+                            break Some(Event::Ran(index, o));
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(Err(e)) => return Err(format!("reading the worker: {e}")),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let mut live = self.live.take().unwrap();
+                    self.hangs.push((index, stacks_of(live.child.id())));
+                    let _ = live.child.kill();
+                    let _ = live.child.wait();
+                    if let Some(m) = &mut self.map {
+                        m.take(&mut features);
+                    }
+                    return Ok((Event::Hung(index), features));
+                }
+            }
+        };
+        if let Some(m) = &mut self.map {
+            m.take(&mut features);
+        }
+        match event {
+            Some(e) => Ok((e, features)),
+            None => {
+                let mut live = self.live.take().unwrap();
+                drop(live.stdin);
+                let status = live.child.wait().map_err(|e| e.to_string())?;
+                let stderr = live.stderr.join().unwrap_or_default();
+                // A worker that died before this program started was hurt
+                // by the one before (corruption seen at a later free).
+                let why = crash_reason(status, &stderr);
+                let why = if started {
+                    why
+                } else {
+                    format!("before it started, after the previous program's outcome: {why}")
+                };
+                Ok((Event::Crashed(index, why), features))
+            }
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            // stdin closes: the worker ends, writing what it counted.
+            drop(live.stdin);
+            let mut child = live.child;
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Whether a leak of a two-thread program is the release race's: the
+/// program lets go of two arrays at once, and its one-thread form
+/// ([`crate::shrink::one_thread`]) leaks in none of `runs` fresh workers.
+pub fn is_release_race(worker: &Worker, p: &Program, leak: &Finding, runs: usize) -> bool {
+    leak.kind == Kind::Leak
+        && p.stmts
+            .iter()
+            .any(|s| matches!(s, crate::ir::Stmt::ReleaseTogether { .. }))
+        && !still_fails(
+            worker,
+            &crate::shrink::one_thread(p),
+            leak,
+            Confirm::AnyOf(runs),
+        )
 }

@@ -66,6 +66,64 @@ pub fn generate(u: &mut Unstructured) -> Program {
 }
 
 /// [`generate`], with releases as `releases` says.
+/// `p` with up to `n` statements made by the generator inserted before
+/// statement `at` of its top level, over the values and functions in scope
+/// there; their names are new to all of `p`. `None` if the statements after
+/// `at` no longer type-check (one of the new ones let go of a value they use).
+/// A guided engine's insertion, so that inserted code is the generator's own.
+pub fn insert_with(
+    p: &Program,
+    at: usize,
+    n: usize,
+    u: &mut Unstructured,
+    releases: Releases,
+) -> Option<Program> {
+    let (next_var, next_fn) = next_names(&p.stmts);
+    let mut g = Gen {
+        next_var,
+        next_fn,
+        releases,
+    };
+    let mut b = Block::default();
+    for s in &p.stmts[..at] {
+        if !b.push(s.clone()) {
+            return None;
+        }
+    }
+    for _ in 0..n {
+        if g.statement(u, &mut b).is_err() {
+            break;
+        }
+    }
+    b.stmts.extend(p.stmts[at..].iter().cloned());
+    let out = Program { stmts: b.stmts };
+    check(&out).is_ok().then_some(out)
+}
+
+/// The first variable and function numbers no statement of `stmts` names.
+pub fn next_names(stmts: &[Stmt]) -> (u32, u32) {
+    fn walk(stmts: &[Stmt], v: &mut u32, f: &mut u32) {
+        for s in stmts {
+            match s {
+                Stmt::Let { out, .. } => *v = (*v).max(out.0 + 1),
+                Stmt::Def { id, def } => {
+                    *f = (*f).max(id.0 + 1);
+                    if let FnDef::Closure { params, body, .. } = def {
+                        for (p, _) in params {
+                            *v = (*v).max(p.0 + 1);
+                        }
+                        walk(body, v, f);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut v, mut f) = (0, 0);
+    walk(stmts, &mut v, &mut f);
+    (v, f)
+}
+
 pub fn generate_with(u: &mut Unstructured, releases: Releases) -> Program {
     let mut g = Gen {
         next_var: 0,
@@ -170,6 +228,14 @@ impl Gen {
     fn program(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
         let n = u.int_in_range(2..=16)?;
         for _ in 0..n {
+            self.statement(u, b)?;
+        }
+        Ok(())
+    }
+
+    /// One statement of a program (with the constants and closures it needs).
+    fn statement(&mut self, u: &mut Unstructured, b: &mut Block) -> Result<()> {
+        {
             let has_fns = !b.scope.fns.is_empty();
             let kind = weighted(
                 u,
@@ -521,28 +587,15 @@ impl Gen {
         let Some(f) = pick(u, &fns)? else {
             return Ok(());
         };
-        let defs = [
-            FnDef::Compile {
-                f,
-                shapeless: false,
-            },
-            FnDef::Compile {
-                f,
-                shapeless: false,
-            },
-            FnDef::Compile {
-                f,
-                shapeless: false,
-            },
-            FnDef::Compile { f, shapeless: true },
-            FnDef::Checkpoint { f },
-            FnDef::CustomVjp { f },
-            FnDef::Vjp { f },
-            FnDef::Jvp { f },
-            FnDef::Vmap { f },
-            FnDef::Grad { f },
-            FnDef::ValueAndGrad { f },
-        ];
+        // Compile, the subject, three times as often as each other kind.
+        let compile = FnDef::Compile {
+            f,
+            shapeless: false,
+        };
+        let defs: Vec<FnDef> = [compile.clone(), compile]
+            .into_iter()
+            .chain(FnDef::transforms_of(f))
+            .collect();
         let def = defs[u.choose_index(defs.len())?].clone();
         let id = FnId(self.next_fn);
         if b.push(Stmt::Def { id, def }) {

@@ -12,10 +12,14 @@
 pub mod campaign;
 pub mod conditioning;
 pub mod cpp;
+pub mod edges;
 pub mod findings;
 pub mod gen;
+pub mod guided;
 pub mod ir;
+pub mod mutate;
 pub mod oracle;
+pub mod primitives;
 pub mod python;
 pub mod shrink;
 

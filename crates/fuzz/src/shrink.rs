@@ -207,7 +207,7 @@ pub fn candidates(p: &Program) -> Vec<Program> {
 
 /// Statement `i` (or a statement of its closure body) with one operand
 /// replaced by another value of the same type that is in scope there.
-fn substitutions(p: &Program, i: usize) -> Vec<Program> {
+pub fn substitutions(p: &Program, i: usize) -> Vec<Program> {
     let mut scope = Scope::default();
     for s in &p.stmts[..i] {
         if scope.stmt(s).is_err() {
@@ -376,18 +376,26 @@ fn redirect(p: &Program, from: FnId, to: FnId) -> Program {
 
 /// Names renumbered in order of first appearance: `v0, v1, ...`, `f0, ...`.
 pub fn renumber(p: &Program) -> Program {
+    renumber_from(p, 0, 0)
+}
+
+/// Names renumbered in order of first appearance, from `v<var0>` and
+/// `f<fn0>`: a program spliced into another gets names of its own.
+pub fn renumber_from(p: &Program, var0: u32, fn0: u32) -> Program {
     #[derive(Default)]
     struct Names {
         vars: BTreeMap<Var, Var>,
         fns: BTreeMap<FnId, FnId>,
+        var0: u32,
+        fn0: u32,
     }
     impl Names {
         fn var(&mut self, v: Var) -> Var {
-            let n = self.vars.len() as u32;
+            let n = self.var0 + self.vars.len() as u32;
             *self.vars.entry(v).or_insert(Var(n))
         }
         fn f(&mut self, f: FnId) -> FnId {
-            let n = self.fns.len() as u32;
+            let n = self.fn0 + self.fns.len() as u32;
             *self.fns.entry(f).or_insert(FnId(n))
         }
         fn r(&mut self, r: Ref) -> Ref {
@@ -463,7 +471,11 @@ pub fn renumber(p: &Program) -> Program {
             }
         }
     }
-    let mut names = Names::default();
+    let mut names = Names {
+        var0,
+        fn0,
+        ..Names::default()
+    };
     Program {
         stmts: p.stmts.iter().map(|s| names.stmt(s)).collect(),
     }

@@ -9,5 +9,9 @@ pub fn write() -> Result<()> {
     std::fs::write(&path, mlx_patched::variables_markdown())
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("{}", path.display());
+    let path = workspace_root().join(mlx_fuzz::primitives::PAGE);
+    std::fs::write(&path, mlx_fuzz::primitives::markdown())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("{}", path.display());
     Ok(())
 }

@@ -17,6 +17,9 @@
 //! by kind, then shrinks each distinct finding and writes it as
 //! `target/fuzz/<label>/findings/<kind>-<seed>-<index>.{json,cpp}`.
 
+mod coverage;
+mod engine;
+
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{cargo, target_dir, Result};
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally, Worker};
@@ -42,6 +45,10 @@ struct Args {
     sanitizer: Option<Sanitizer>,
     release: bool,
     releases: Releases,
+    /// On the coverage build: the guided engine instead of the seed's stream.
+    guided: bool,
+    /// Programs a guided campaign starts from (JSON files).
+    corpus: Option<PathBuf>,
 }
 
 /// `cargo xtask fuzz`: a campaign, or one of the tools around campaigns.
@@ -78,6 +85,11 @@ pub enum FuzzCommand {
         #[command(flatten)]
         budget: Budget,
     },
+    /// What MLX's C++ and Python suites, our regression suite and the blind
+    /// and guided fuzzers each reach of the code the lifetime question lives
+    /// in (the coverage build of patched; a table and HTML reports under
+    /// target/fuzz/coverage).
+    Coverage(coverage::CoverageArgs),
 }
 
 /// How long a campaign runs, and from which seed.
@@ -103,8 +115,9 @@ pub struct CampaignArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub budget: Budget,
-    /// Build the worker's MLX with a sanitizer (thread needs --threads).
-    #[arg(long, value_parser = crate::workspace::sanitizer)]
+    /// Build the worker's MLX with a sanitizer (thread needs --threads), or
+    /// with coverage (what `--guided` reads).
+    #[arg(long, value_parser = crate::workspace::instrumentation)]
     pub sanitizer: Option<Sanitizer>,
     /// A debug worker.
     #[arg(long)]
@@ -112,6 +125,16 @@ pub struct CampaignArgs {
     /// Programs that also release two arrays on two threads at once.
     #[arg(long)]
     pub threads: bool,
+    /// Coverage-guided: keep programs that reach new edges of libmlx and
+    /// mutate them (needs --sanitizer coverage). Without it, a campaign on
+    /// the coverage build runs the seed's programs in order and counts the
+    /// edges they reach.
+    #[arg(long)]
+    pub guided: bool,
+    /// A folder of programs (JSON) a guided campaign starts from, such as
+    /// another campaign's `corpus/`.
+    #[arg(long, requires = "guided")]
+    pub corpus: Option<PathBuf>,
 }
 
 fn campaign(c: CampaignArgs) -> Result<Args> {
@@ -125,6 +148,11 @@ fn campaign(c: CampaignArgs) -> Result<Args> {
             "without --threads the fuzzer runs one thread: --sanitizer thread needs --threads"
         ));
     }
+    if c.guided && c.sanitizer != Some(Sanitizer::Coverage) {
+        return Err(anyhow!(
+            "--guided reads the coverage build's edges: add --sanitizer coverage"
+        ));
+    }
     Ok(Args {
         // --target fuzzes upstream's tree with the control's recipe.
         variant: Some(c.variant.unwrap_or(Variant::PRISTINE)),
@@ -135,6 +163,8 @@ fn campaign(c: CampaignArgs) -> Result<Args> {
         sanitizer: c.sanitizer,
         release: !c.debug,
         releases,
+        guided: c.guided,
+        corpus: c.corpus,
     })
 }
 
@@ -215,14 +245,16 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         mlx_patched::vars::CARGO_TARGET_DIR,
         dir.join(format!("cargo-{label}")),
     );
-    let mut build_dir = target_dir()?.join("mlx");
+    // The base's own root, where every other build of the variant is: the
+    // worker links the same MLX the suite does.
+    let mut build_dir = crate::workspace::options()?.root;
     if let Some(t) = &a.target {
-        let work = target_dir()?.join("rebase").join(t);
+        let work = crate::rebase::work_dir(t)?;
         std::fs::create_dir_all(&work)?;
         let tree = crate::trees::target_tree(t, &work)?;
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty)?;
-        build_dir = work.join("upstream").join("mlx");
+        build_dir = crate::rebase::upstream_root(&work);
         cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, &tree.dir)
             .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, &empty);
     }
@@ -248,7 +280,8 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         })
         .context("cargo reported no mlx-fuzz-worker executable")?;
     let (mut env, mut launch, mut program) = (Vec::new(), Vec::new(), exe.clone());
-    if let Some(s) = a.sanitizer {
+    // The coverage build needs no runtime: libmlx carries its counters.
+    if let Some(s) = a.sanitizer.filter(|s| *s != Sanitizer::Coverage) {
         // A Rust binary does not link the runtime: the dynamic loader
         // preloads it for the worker alone (see sanitize::scenarios).
         program = crate::sanitize::elf::interpreter(&exe)?;
@@ -296,6 +329,22 @@ fn worker(a: &Args) -> Result<(Worker, String)> {
         },
         label,
     ))
+}
+
+/// The release worker of patched's coverage build, and its label.
+fn coverage_worker(releases: Releases) -> Result<(Worker, String)> {
+    worker(&Args {
+        variant: Some(Variant::PATCHED),
+        target: None,
+        minutes: 0.0,
+        programs: None,
+        seed: 1,
+        sanitizer: Some(Sanitizer::Coverage),
+        release: true,
+        releases,
+        guided: false,
+        corpus: None,
+    })
 }
 
 fn print_program(python: bool, threads: bool, program: &[String]) -> Result<()> {
@@ -366,6 +415,8 @@ fn differential(budget: Budget) -> Result<()> {
         sanitizer: None,
         debug: false,
         threads: false,
+        guided: false,
+        corpus: None,
     })?;
     crate::deps::install()?;
     let (patched, _) = worker(&a)?;
@@ -503,6 +554,13 @@ pub fn slice_differential(report: &std::path::Path) -> Result<String> {
 }
 
 fn replay(variant: Variant, file: &std::path::Path) -> Result<()> {
+    let name = file.display();
+    let p = Program::from_json(&std::fs::read_to_string(file).with_context(|| format!("{name}"))?)
+        .map_err(anyhow::Error::msg)?;
+    // The worker would refuse it as an error on both forms, which reads as
+    // "no finding": say what it is instead.
+    mlx_fuzz::check(&p)
+        .map_err(|e| anyhow::anyhow!("{name} is not a valid program for this fuzzer's IR: {e}"))?;
     let a = campaign(CampaignArgs {
         variant: Some(variant),
         target: None,
@@ -514,17 +572,14 @@ fn replay(variant: Variant, file: &std::path::Path) -> Result<()> {
         sanitizer: None,
         debug: false,
         threads: false,
+        guided: false,
+        corpus: None,
     })?;
     let (w, label) = worker(&a)?;
-    let file = file.display();
-    let p = Program::from_json(
-        &std::fs::read_to_string(file.to_string()).with_context(|| format!("{file}"))?,
-    )
-    .map_err(anyhow::Error::msg)?;
     let e = w.run_program(&p).map_err(anyhow::Error::msg)?;
     let findings = e.findings();
     println!(
-        "{file} on {label}: {}",
+        "{name} on {label}: {}",
         if findings.is_empty() {
             "no finding".to_string()
         } else {
@@ -547,12 +602,31 @@ pub fn run(f: FuzzArgs) -> Result<()> {
         }) => return print_program(python, threads, &program),
         Some(FuzzCommand::Replay { variant, file }) => return replay(variant, &file),
         Some(FuzzCommand::Differential { budget }) => return differential(budget),
+        Some(FuzzCommand::Coverage(c)) => return coverage::run(c),
         None => campaign(f.campaign)?,
     };
     crate::deps::install()?;
     let (w, label) = worker(&a)?;
     let out = target_dir()?.join("fuzz").join(&label);
     std::fs::create_dir_all(out.join("findings"))?;
+    if a.sanitizer == Some(Sanitizer::Coverage) {
+        let run = engine::EngineRun {
+            seed: a.seed,
+            releases: a.releases,
+            strategy: if a.guided {
+                mlx_fuzz::guided::Strategy::Guided
+            } else {
+                mlx_fuzz::guided::Strategy::Blind
+            },
+            minutes: a.minutes,
+            programs: a.programs,
+            corpus: a.corpus.clone(),
+            shrink: true,
+        };
+        let summary = engine::engine_campaign(&run, &w, &label, &target_dir()?.join("fuzz"))?;
+        println!("{}", summary.render());
+        return Ok(());
+    }
 
     let started = Instant::now();
     let budget = Duration::from_secs_f64(a.minutes * 60.0);
@@ -629,4 +703,29 @@ pub fn run(f: FuzzArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program the IR rejects is refused with why, before any build.
+    #[test]
+    fn replaying_an_invalid_program_says_why() {
+        let file =
+            std::env::temp_dir().join(format!("mlx-fuzz-invalid-{}.json", std::process::id()));
+        // A call of a function nobody defined.
+        std::fs::write(
+            &file,
+            r#"{"stmts":[{"Let":{"out":0,"op":{"Call":{"f":7,"args":[]}}}}]}"#,
+        )
+        .unwrap();
+        let e = replay(Variant::PATCHED, &file).unwrap_err().to_string();
+        std::fs::remove_file(&file).unwrap();
+        assert!(
+            e.contains("is not a valid program for this fuzzer's IR"),
+            "{e}"
+        );
+        assert!(e.contains("FnId(7)") || e.contains("f7"), "{e}");
+    }
 }

@@ -23,7 +23,7 @@ const BUILD_REQUIREMENTS: &str = "mlx-patched/python/requirements-build.txt";
 /// are compiled into the extension and must be the ones MLX is written for.
 const NANOBIND_REQUIREMENTS_DIR: &str = "mlx-patched/python";
 /// What MLX's Python suite needs besides mlx.
-const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
+pub(crate) const TEST_REQUIREMENTS: &str = "mlx-patched/python/requirements-test.txt";
 
 /// Where a base's Python builds and environments live
 /// (`target/python/v<release>/`), apart from another base's.
@@ -217,12 +217,21 @@ pub fn build_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
 pub fn rebuild_wheel(variant: Variant) -> Result<crate::wheel::Wheels> {
     let opts = crate::workspace::options()?;
     let mlx = mlx_patched::build(variant, &opts)?;
+    wheels_of(variant, &mlx, &opts, &python_root()?.join(variant.name))
+}
+
+/// Both wheels of `variant` as built in `mlx` (with `opts`), packed in `dir`.
+pub(crate) fn wheels_of(
+    variant: Variant,
+    mlx: &mlx_patched::Artifacts,
+    opts: &mlx_patched::Options,
+    dir: &Path,
+) -> Result<crate::wheel::Wheels> {
     let target = build_target()?;
-    let bindings = mlx_patched::build_bindings(&mlx, &target, &opts)?;
-    let dir = python_root()?.join(variant.name);
-    std::fs::create_dir_all(&dir)?;
+    let bindings = mlx_patched::build_bindings(mlx, &target, opts)?;
+    std::fs::create_dir_all(dir)?;
     let _lock = mlx_patched::lock_file(&dir.join("wheel.lock"))?;
-    crate::wheel::pack_wheels(variant, &mlx, &bindings, &target, &dir)
+    crate::wheel::pack_wheels(variant, mlx, &bindings, &target, dir)
 }
 
 /// A virtual environment whose `import mlx.core` is `variant`; its python.

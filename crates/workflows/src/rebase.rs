@@ -280,11 +280,53 @@ fn retains(cycles: &[i64]) -> bool {
     cycles.iter().any(|&b| b > 0)
 }
 
+/// Where `cargo xtask rebase --to <label>` works, and `cargo xtask fuzz
+/// --target <label>` builds the target untouched.
+pub fn work_dir(label: &str) -> Result<PathBuf> {
+    Ok(rebase_dir()?.join(label))
+}
+
+fn rebase_dir() -> Result<PathBuf> {
+    Ok(target_dir()?.join("rebase"))
+}
+
+/// The MLX build root of a rebase's folder `work` (its variants with the
+/// replayed series).
+fn series_root(work: &Path) -> PathBuf {
+    work.join("mlx")
+}
+
+/// The MLX build root of the target untouched (an empty series): the
+/// rebase's control, and the fuzzer's `--target` builds.
+pub fn upstream_root(work: &Path) -> PathBuf {
+    series_root(&work.join("upstream"))
+}
+
+/// Both build roots of every rebase folder there is now: MLX builds there
+/// are where the layout puts them (`crate::builds`).
+pub fn existing_build_roots() -> Result<Vec<PathBuf>> {
+    let parent = rebase_dir()?;
+    let mut roots = Vec::new();
+    if parent.is_dir() {
+        let entries =
+            std::fs::read_dir(&parent).with_context(|| format!("{}", parent.display()))?;
+        for entry in entries {
+            let work = entry?.path();
+            if work.is_dir() {
+                roots.push(series_root(&work));
+                roots.push(upstream_root(&work));
+            }
+        }
+    }
+    roots.sort();
+    Ok(roots)
+}
+
 /// The environment that points a build at the target tree and series.
 fn target_env(cmd: &mut Command, tree: &Path, series: &Path, work: &Path) {
     cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, tree)
         .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, series)
-        .var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, work.join("mlx"));
+        .var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, series_root(work));
 }
 
 /// Builds `variant` of the upstream `tree` with `series`, under `work/mlx`.
@@ -295,7 +337,7 @@ fn build_variant(
     work: &Path,
 ) -> Result<mlx_patched::Artifacts> {
     let mut opts = crate::workspace::options()?;
-    opts.root = work.join("mlx");
+    opts.root = series_root(work);
     opts.patches_dir = series.to_path_buf();
     let upstream = mlx_patched::from_override(tree.to_path_buf())?;
     Ok(mlx_patched::build_from(variant, &upstream, &opts)?)
@@ -426,14 +468,13 @@ fn shown_path(path: &Path) -> String {
 
 pub fn run(r: RebaseArgs) -> Result<()> {
     let a = parse(r)?;
-    let root = target_dir()?.join("rebase");
     let label =
         a.to.trim_end_matches('/')
             .rsplit('/')
             .next()
             .unwrap_or("target")
             .to_string();
-    let work = root.join(&label);
+    let work = work_dir(&label)?;
     std::fs::create_dir_all(&work)?;
     let mut report = String::new();
 
@@ -603,7 +644,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         let mut test = cargo();
         test.args(["xtask", "test"]).var(
             mlx_patched::vars::CARGO_TARGET_DIR,
-            root.join("cargo-target"),
+            rebase_dir()?.join("cargo-target"),
         );
         target_env(&mut test, &tree, series, &work);
         if upstream_fixed {

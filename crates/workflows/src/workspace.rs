@@ -149,7 +149,19 @@ pub fn select_base(base: &mlx_patched::pin::Base) {
 }
 
 /// A sanitizer by name, for command lines.
+/// A sanitizer that reports (`cargo xtask sanitize`): the coverage build
+/// only counts, and is the fuzzer's ([`instrumentation`]).
 pub fn sanitizer(name: &str) -> Result<mlx_patched::Sanitizer> {
+    match mlx_patched::Sanitizer::parse(name)? {
+        mlx_patched::Sanitizer::Coverage => Err(anyhow!(
+            "the coverage build reports nothing to judge: `cargo xtask fuzz --sanitizer coverage` and `cargo xtask fuzz coverage` use it"
+        )),
+        s => Ok(s),
+    }
+}
+
+/// Any instrumentation of the fuzzer's worker: a sanitizer or coverage.
+pub fn instrumentation(name: &str) -> Result<mlx_patched::Sanitizer> {
     Ok(mlx_patched::Sanitizer::parse(name)?)
 }
 

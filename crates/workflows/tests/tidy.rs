@@ -680,6 +680,13 @@ fn every_generated_page_is_current() {
         "{} is not what the code declares: run `cargo xtask docs`",
         path.display()
     );
+    let path = workspace().join(mlx_fuzz::primitives::PAGE);
+    let page = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        page == mlx_fuzz::primitives::markdown(),
+        "{} is not what the table declares: run `cargo xtask docs`",
+        path.display()
+    );
 }
 
 // ---- each rule rejects what it is for ----

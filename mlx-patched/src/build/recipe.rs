@@ -62,7 +62,7 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
         opts.env
             .track_file(&patch::ports_dir(&opts.patches_dir, opts.base.version));
     }
-    for p in &all {
+    for p in all.iter().chain(&opts.sanitizer.map(|s| s.build_files()).unwrap_or_default()) {
         opts.env.track_file(p);
     }
     let series = patch::fix_series(&all)?;
@@ -135,6 +135,9 @@ pub(crate) fn cache_key(
     key.text("tree", &upstream.tree_id);
     for (p, only) in &recipe.patches {
         key.file(p)?.text("only", format!("{only:?}"));
+    }
+    for f in opts.sanitizer.map(|s| s.build_files()).unwrap_or_default() {
+        key.file(&f)?;
     }
     key.text("configure", configure_inputs(args, opts, tests));
     Ok(key.finish())

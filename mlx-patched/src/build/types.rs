@@ -19,9 +19,10 @@ pub enum Backend {
 
 /// A sanitizer build of the variants, each in `<root>/<variant>-<suffix>`,
 /// with the fork-only patches (the live-descriptor census) applied and on.
-/// Uses upstream's own `USE_ASAN`/`USE_UBSAN`/`USE_TSAN` options, which put
-/// the flags on the `mlx` target publicly, so MLX's tests and anything
-/// built through its CMake package are instrumented too.
+/// Address and thread use upstream's own `USE_ASAN`/`USE_UBSAN`/`USE_TSAN`
+/// options, which put the flags on the `mlx` target publicly, so MLX's
+/// tests and anything built through its CMake package are instrumented too.
+/// Coverage is the fuzzer's instrumentation: see [`Sanitizer::Coverage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sanitizer {
     /// AddressSanitizer with UndefinedBehaviorSanitizer; LeakSanitizer is
@@ -29,6 +30,14 @@ pub enum Sanitizer {
     Address,
     /// ThreadSanitizer.
     Thread,
+    /// Coverage: every block of libmlx's graph code (not `mlx/backend/`)
+    /// counts the edge it was reached by (`-fsanitize-coverage=trace-pc` and
+    /// our counter, `coverage/edges.cpp`, which a guided fuzzer reads
+    /// through a shared map), and all of libmlx has gcov's line and branch
+    /// counters (`--coverage`, written as `.gcda` files at exit, for the
+    /// coverage map). GCC and Clang both take these flags, on a stable
+    /// toolchain; the programs built against the prefix are not instrumented.
+    Coverage,
 }
 
 impl Sanitizer {
@@ -36,8 +45,9 @@ impl Sanitizer {
         match s {
             "address" => Ok(Sanitizer::Address),
             "thread" => Ok(Sanitizer::Thread),
+            "coverage" => Ok(Sanitizer::Coverage),
             _ => Err(Error::new(format!(
-                "unknown sanitizer `{s}`: expected `address` or `thread`"
+                "unknown sanitizer `{s}`: expected `address`, `thread` or `coverage`"
             ))),
         }
     }
@@ -46,6 +56,7 @@ impl Sanitizer {
         match self {
             Sanitizer::Address => "address",
             Sanitizer::Thread => "thread",
+            Sanitizer::Coverage => "coverage",
         }
     }
 
@@ -54,6 +65,7 @@ impl Sanitizer {
         match self {
             Sanitizer::Address => "asan",
             Sanitizer::Thread => "tsan",
+            Sanitizer::Coverage => "cov",
         }
     }
 
@@ -67,6 +79,8 @@ impl Sanitizer {
                 "-g1",
             ],
             Sanitizer::Thread => &["-fsanitize=thread", "-fno-omit-frame-pointer", "-g1"],
+            // libmlx carries its counters and their runtime.
+            Sanitizer::Coverage => &[],
         }
     }
 
@@ -76,13 +90,30 @@ impl Sanitizer {
         match self {
             Sanitizer::Address => &["asan", "ubsan"],
             Sanitizer::Thread => &["tsan"],
+            Sanitizer::Coverage => &[],
+        }
+    }
+
+    /// Our own files the coverage variant's build reads (rerun triggers
+    /// and cache-key inputs): the edge counter and the CMake that adds it.
+    pub fn build_files(self) -> Vec<PathBuf> {
+        match self {
+            Sanitizer::Coverage => ["edges.cpp", "inject.cmake"]
+                .iter()
+                .map(|f| coverage_dir().join(f))
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
     pub(crate) fn cmake_args(self) -> Vec<String> {
+        if self == Sanitizer::Coverage {
+            return coverage_cmake_args();
+        }
         let on: &[&str] = match self {
             Sanitizer::Address => &["-DUSE_ASAN=ON", "-DUSE_UBSAN=ON"],
             Sanitizer::Thread => &["-DUSE_TSAN=ON"],
+            Sanitizer::Coverage => unreachable!(),
         };
         let mut args: Vec<String> = on.iter().map(|s| s.to_string()).collect();
         // Stacks that name every frame: no omitted frame pointers or
@@ -98,6 +129,28 @@ impl Sanitizer {
         args.push("-DMLX_FORK_DESC_CENSUS=ON".into());
         args
     }
+}
+
+fn coverage_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("coverage")
+}
+
+/// Both instrumentations on libmlx's sources (`coverage/inject.cmake`), at
+/// -O1 as the sanitizer builds are (line tables that match the source, a
+/// worker fast enough to fuzz), and the census on, as in every sanitizer
+/// build.
+fn coverage_cmake_args() -> Vec<String> {
+    let mut args = Vec::new();
+    for lang in ["C", "CXX"] {
+        args.push(format!("-DCMAKE_{lang}_FLAGS=-g1"));
+        args.push(format!("-DCMAKE_{lang}_FLAGS_RELEASE=-O1 -DNDEBUG"));
+    }
+    args.push(format!(
+        "-DCMAKE_PROJECT_mlx_INCLUDE={}",
+        coverage_dir().join("inject.cmake").display()
+    ));
+    args.push("-DMLX_FORK_DESC_CENSUS=ON".into());
+    args
 }
 
 impl Backend {

@@ -165,12 +165,12 @@ pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
         .filter(|id| {
             e.repeats
                 .get(id)
-                .is_none_or(|(p, q)| flaky_regression(p.failures, q.failures))
+                .is_none_or(|(on_patched, on_pristine)| flaky_regression(on_patched, on_pristine))
         })
         .collect();
     t.claim(only_patched.is_empty(), || {
         format!(
-            "MLX Python tests flaky on patched and not alike on pristine, alone over {FLAKY_REPEATS} runs each: {only_patched:?}"
+            "MLX Python tests flaky on patched and not alike on pristine, alone in {FLAKY_REPEATS} processes each: {only_patched:?}"
         )
     });
     t
@@ -238,16 +238,12 @@ pub fn render(e: &Evidence) -> Vec<Row> {
         )));
     }
     let said = |r: &Repeats| {
-        format!(
-            "{} of {} runs{}",
-            r.failures,
-            r.runs,
-            if r.hung {
-                ", the last of them hung"
-            } else {
-                ""
-            }
-        )
+        let hung = if r.hung > 0 {
+            format!(" ({} of them hung)", r.hung)
+        } else {
+            String::new()
+        };
+        format!("{} of {} runs{hung}", r.failures, r.runs)
     };
     for (id, (p, q)) in &e.repeats {
         rows.push(Row::note(format!(
@@ -283,16 +279,39 @@ pub fn unexplained_flaky(pristine: &SuiteResults, patched: &SuiteResults) -> Vec
         .collect()
 }
 
-/// Whether a test flaky on patched regressed, from its failures alone in
-/// [`FLAKY_REPEATS`] runs on each variant. It did if it never fails alone
-/// on pristine, or if patched's count exceeds pristine's by more than three
-/// standard deviations of the difference of two counts at one rate (about
-/// the square root of their sum, as for Poisson counts) plus 3: two
-/// variants with the same rate cross that about once in a thousand
-/// comparisons.
-pub fn flaky_regression(on_patched: u64, on_pristine: u64) -> bool {
-    let spread = 3.0 * ((on_patched + on_pristine) as f64).sqrt() + 3.0;
-    on_pristine == 0 || on_patched as f64 > on_pristine as f64 + spread
+/// Whether a test flaky on patched regressed, from its runs alone on each
+/// variant (independent processes). Under the hypothesis that both fail at
+/// one rate, each of the failures seen on either is patched's with the
+/// share of runs patched made, so patched's count is binomial given the
+/// total. It regressed if a count as high as patched's has a probability
+/// below [`FLAKY_SIGNIFICANCE`] under that hypothesis: two variants with one
+/// rate are judged apart about once in a thousand comparisons. A rare
+/// failure seen on patched alone (3 of 1000, none on pristine) is no
+/// evidence either way; a rate ten times pristine's is.
+pub fn flaky_regression(patched: &Repeats, pristine: &Repeats) -> bool {
+    let total = patched.failures + pristine.failures;
+    let runs = patched.runs + pristine.runs;
+    if patched.failures == 0 || runs == 0 {
+        return false;
+    }
+    let share = patched.runs as f64 / runs as f64;
+    binomial_tail(total, patched.failures, share) < FLAKY_SIGNIFICANCE
+}
+
+/// The probability at which [`flaky_regression`] calls a difference real.
+pub const FLAKY_SIGNIFICANCE: f64 = 1e-3;
+
+/// P(X >= k) for X ~ Binomial(n, p), summed in logarithms so that large
+/// counts neither overflow nor underflow.
+fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let ln_choose = |i: u64| -> f64 { (1..=i).map(|j| ((n - i + j) as f64 / j as f64).ln()).sum() };
+    (k..=n)
+        .map(|i| (ln_choose(i) + i as f64 * p.ln() + (n - i) as f64 * (1.0 - p).ln()).exp())
+        .sum::<f64>()
+        .min(1.0)
 }
 
 /// The tests that failed on both variants, grouped by patched's detail.
@@ -341,7 +360,7 @@ mod tests {
         Repeats {
             runs: u64::from(FLAKY_REPEATS),
             failures,
-            hung: false,
+            hung: 0,
         }
     }
 
@@ -513,21 +532,39 @@ mod tests {
         assert!(failures(&e)[0].contains("flaky on patched and not alike"));
         e.repeats.insert("a".into(), (repeats(12), repeats(9)));
         assert!(failures(&e).is_empty());
-        e.repeats.insert("a".into(), (repeats(3), repeats(0)));
+        e.repeats.insert("a".into(), (repeats(30), repeats(0)));
         assert_eq!(failures(&e).len(), 1);
         // The repeats are rows of the table.
         assert!(render(&e).iter().any(|r| r
             .to_string()
-            .contains("alone it failed 3 of 1000 runs on patched")));
+            .contains("alone it failed 30 of 1000 runs on patched")));
     }
 
     #[test]
     fn a_flaky_test_is_excused_only_by_a_like_rate_on_pristine() {
-        assert!(flaky_regression(3, 0), "never failing on pristine");
-        assert!(flaky_regression(0, 0), "failing alone on neither");
-        assert!(!flaky_regression(12, 9));
-        assert!(!flaky_regression(5, 40));
-        assert!(flaky_regression(200, 10), "far more often on patched");
+        let judge = |p: u64, q: u64| flaky_regression(&repeats(p), &repeats(q));
+        assert!(
+            !judge(3, 0),
+            "a rare failure on patched alone is no evidence"
+        );
+        assert!(!judge(0, 0), "failing alone on neither");
+        assert!(!judge(4, 2), "as measured: 4 and 2 of 1000");
+        assert!(!judge(12, 9));
+        assert!(!judge(5, 40));
+        assert!(judge(12, 0), "twelve on patched, none on pristine");
+        assert!(judge(30, 3), "ten times pristine's rate");
+        assert!(judge(200, 10), "far more often on patched");
+        // Rates, not counts: pristine's 5 of 100 runs is patched's 50 of 1000.
+        let fewer = Repeats {
+            runs: 100,
+            failures: 5,
+            hung: 0,
+        };
+        assert!(!flaky_regression(&repeats(50), &fewer));
+        assert!(flaky_regression(&repeats(50), &repeats(5)));
+        // The tail itself: P(X >= 2) for X ~ Binomial(3, 0.5) is 1/2.
+        assert!((binomial_tail(3, 2, 0.5) - 0.5).abs() < 1e-12);
+        assert!((binomial_tail(10, 10, 0.5) - 1.0 / 1024.0).abs() < 1e-12);
     }
 
     #[test]

@@ -32,7 +32,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "6f5c13749ad6677965093c1659b5286ab145becdc73ae96fa57e4b029a6f53e1";
+    "1091889f86a7366a9223725a1434af81f3fb3c5d5f09b2efc2fb805bff0ccfa3";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
 pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {

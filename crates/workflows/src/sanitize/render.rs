@@ -25,6 +25,7 @@ pub fn markdown(
         match sanitizer {
             Sanitizer::Address => "AddressSanitizer + UndefinedBehaviorSanitizer + LeakSanitizer",
             Sanitizer::Thread => "ThreadSanitizer",
+            Sanitizer::Coverage => "coverage",
         }
     )
     .unwrap();

@@ -208,6 +208,7 @@ pub fn options(sanitizer: Sanitizer) -> &'static [(&'static str, &'static str)] 
             ("UBSAN_OPTIONS", "print_stacktrace=1"),
         ],
         Sanitizer::Thread => &[("TSAN_OPTIONS", "second_deadlock_stack=1:exitcode=0")],
+        Sanitizer::Coverage => &[],
     }
 }
 
@@ -303,6 +304,7 @@ pub fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
     let name = match sanitizer {
         Sanitizer::Address => "libasan.so",
         Sanitizer::Thread => "libtsan.so",
+        Sanitizer::Coverage => return Err(anyhow!("the coverage build has no runtime to preload")),
     };
     let cxx = mlx_patched::Env::process().cxx_or_default();
     let out = Command::new(&cxx)
@@ -335,6 +337,7 @@ pub fn run_scenario(
     let suffix = match sanitizer {
         Sanitizer::Address => [("ASAN_OPTIONS", "asan"), ("UBSAN_OPTIONS", "ubsan")].as_slice(),
         Sanitizer::Thread => [("TSAN_OPTIONS", "tsan")].as_slice(),
+        Sanitizer::Coverage => [].as_slice(),
     };
     for (var, value) in options(sanitizer) {
         let ext = suffix

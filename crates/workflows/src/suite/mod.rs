@@ -202,6 +202,8 @@ pub fn run(args: TestArgs) -> Result<()> {
         .map(|b| target.join("mlx").join(b.dir_name()))
         .collect();
     roots.push(opts.root.clone());
+    // A rebase's and a `fuzz --target` campaign's builds of another tree.
+    roots.extend(crate::rebase::existing_build_roots()?);
     match crate::builds::built_once(&target, &roots)? {
         Ok(n) => {
             totals.passed += 1;

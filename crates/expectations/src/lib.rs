@@ -178,6 +178,10 @@ pub enum ServerLeak {
     Intermittent { processes: u32, leaking: u32 },
     /// No cycle of any process: a negative control.
     Never,
+    /// No cycle of any process retains more than `bytes`, far below the
+    /// weights: a negative control for the weights where the leaking
+    /// upstream was seen to keep a few small arrays now and then.
+    AtMost { bytes: i64 },
 }
 
 /// One cell: an architecture of mlx-lm, a workload, and what it must show.
@@ -248,8 +252,8 @@ pub const SERVER_CELLS: &[ServerCell] = &[
         arch: "phi3",
         workload: "trainer",
         cycles: 3,
-        leaking_upstream: ServerLeak::Never,
-        measured: "no cycle",
+        leaking_upstream: ServerLeak::AtMost { bytes: 1024 },
+        measured: "48 B in one cycle of one CI run's process on the fork's control (2026-12-04); no cycle of 30 processes on the control nor of 30 on the fix, measured again the same day",
     },
     ServerCell {
         arch: "llama",
@@ -295,6 +299,13 @@ impl ServerCell {
                 false => Ok(()),
                 true => Err(format!("expected 0 bytes in every cycle: {runs:?}")),
             },
+            ServerLeak::AtMost { bytes } => {
+                let bound = Bound::between(0, bytes + 1);
+                match runs.iter().all(|r| bound.admits_all(r)) {
+                    true => Ok(()),
+                    false => Err(format!("expected {bound} every cycle: {runs:?}")),
+                }
+            }
             ServerLeak::EveryCycle { min_percent } => {
                 let bound = Bound::between(weights * min_percent / 100, weights + 1);
                 match runs.iter().all(|r| bound.admits_all(r)) {
@@ -386,6 +397,10 @@ mod tests {
         assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![0], vec![0]]).is_ok());
         assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![0], vec![1]]).is_err());
         assert!(ServerCell::judge(ServerLeak::Never, w, &[vec![]]).is_err());
+        let small = ServerLeak::AtMost { bytes: 1024 };
+        assert!(ServerCell::judge(small, w, &[vec![0, 48, 0], vec![0; 3]]).is_ok());
+        assert!(ServerCell::judge(small, w, &[vec![0, 1025, 0]]).is_err());
+        assert!(ServerCell::judge(small, w, &[vec![0, w, 0]]).is_err());
         for cell in SERVER_CELLS {
             assert_eq!(
                 cell.expect(Expect::Fixed),

@@ -268,7 +268,30 @@ fn closure(def: &FnDef, top: &Top) -> mlx::Result<Func> {
     }))
 }
 
-fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result<Func> {
+/// `f` exported, traced on zeros of `params`, to a file of this process's
+/// own and imported back. The file is unlinked at once: the imported
+/// function keeps it open, and reads its constants when first evaluated.
+fn export_import(f: Func, params: &[Ty], shapeless: bool) -> mlx::Result<Func> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "mlx-fuzz-{}-{}.mlxfn",
+        std::process::id(),
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let example = params
+        .iter()
+        .map(|t| mlx::zeros(&t.shape, dtype_of(t.dtype)))
+        .collect::<mlx::Result<Vec<_>>>()?;
+    let exported = mlx::export_function(&path, move |x: &[Array]| f(x), &example, shapeless);
+    let imported = exported.and_then(|()| mlx::import_function(&path));
+    let _ = std::fs::remove_file(&path);
+    let g = imported?;
+    Ok(Rc::new(move |x: &[Array]| g.call(x)))
+}
+
+fn transformed(def: &FnDef, f: Func, params: &[Ty], mode: Mode) -> mlx::Result<Func> {
+    let n_params = params.len();
     let inner = move || {
         let f = f.clone();
         move |x: &[Array]| f(x)
@@ -284,6 +307,12 @@ fn transformed(def: &FnDef, f: Func, n_params: usize, mode: Mode) -> mlx::Result
                 mlx::compile(inner())
             });
             Rc::new(move |x: &[Array]| c.call(x))
+        }
+        FnDef::ExportImport { shapeless, .. } => {
+            if mode == Mode::Eager {
+                return Ok(Rc::new(inner()));
+            }
+            export_import(Rc::new(inner()), params, *shapeless)?
         }
         FnDef::Checkpoint { .. } => {
             let t = mlx::checkpoint(inner())?;
@@ -429,9 +458,13 @@ pub fn run(p: &Program, mode: Mode, mut obs: Option<&mut Observed>) -> mlx::Resu
                         FnDef::Closure { .. } => closure(def, &top)?,
                         _ => {
                             let inner = def.inner().unwrap();
-                            // How many primals a vjp/jvp of `inner` takes.
-                            let n = scope.fns.get(&inner).map_or(0, |s| s.params.len());
-                            transformed(def, top.func(inner)?, n, mode)?
+                            // How many primals a vjp/jvp of `inner` takes,
+                            // and what an export traces.
+                            let params = scope
+                                .fns
+                                .get(&inner)
+                                .map_or(&[][..], |s| s.params.as_slice());
+                            transformed(def, top.func(inner)?, params, mode)?
                         }
                     };
                     top.fns.insert(*id, f);

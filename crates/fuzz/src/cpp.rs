@@ -21,6 +21,7 @@ pub fn build_command(source: &str, exe: &str, prefix: &str) -> String {
 const PRELUDE: &str = r#"#include <atomic>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <stdexcept>
@@ -28,6 +29,8 @@ const PRELUDE: &str = r#"#include <atomic>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "mlx/mlx.h"
 
@@ -76,6 +79,19 @@ void release_together(mx::array a, mx::array b) {
   std::thread other(go, delay_a, std::move(a));
   go(delay_b, std::move(b));
   other.join();
+}
+
+// `f` exported, traced on `example`, to a file and imported back. The
+// imported constants are read from the file when first evaluated: the
+// unlinked file stays open while the function lives.
+Fn export_import(const Fn& f, const Arrays& example, bool shapeless) {
+  static int count = 0;
+  auto path = std::filesystem::temp_directory_path() /
+      ("mlx-fuzz-" + std::to_string(getpid()) + "-" + std::to_string(count++) + ".mlxfn");
+  mx::export_function(path.string(), f, example, shapeless);
+  auto imported = std::make_shared<mx::ImportedFunction>(mx::import_function(path.string()));
+  std::filesystem::remove(path);
+  return [imported](const Arrays& in) { return (*imported)(in); };
 }
 
 const mx::StreamOrDevice cpu = mx::Device(mx::Device::cpu);
@@ -189,7 +205,23 @@ fn called(body: &[Stmt]) -> BTreeSet<FnId> {
         .collect()
 }
 
-fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usize>, indent: &str) {
+/// Zeros of each type, as an `Arrays` initializer.
+fn zeros(tys: &[Ty]) -> String {
+    let each: Vec<String> = tys
+        .iter()
+        .map(|t| {
+            let dtype = match t.dtype {
+                Dtype::F32 => "float32",
+                Dtype::C64 => "complex64",
+                Dtype::U32 => "uint32",
+            };
+            format!("mx::zeros({}, mx::{dtype})", shape(&t.shape))
+        })
+        .collect();
+    format!("Arrays{{{}}}", each.join(", "))
+}
+
+fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, Vec<Ty>>, indent: &str) {
     let w = |out: &mut String, line: String| writeln!(out, "{indent}{line}").unwrap();
     match s {
         Stmt::Let { out: v, op } => {
@@ -218,7 +250,7 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
                 format!("Fn {id} = mx::custom_vjp({f}, [](const Arrays& p, const Arrays& c, const Arrays&) {{ Arrays g; for (auto& x : p) g.push_back(mx::multiply(x, mx::sum(c[0]))); return g; }});"),
             ),
             FnDef::Vjp { f } | FnDef::Jvp { f } => {
-                let n = sigs.get(f).copied().unwrap_or(0);
+                let n = sigs.get(f).map_or(0, Vec::len);
                 let t = if matches!(def, FnDef::Vjp { .. }) { "vjp" } else { "jvp" };
                 w(
                     out,
@@ -226,8 +258,12 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
                 );
             }
             FnDef::Vmap { f } => w(out, format!("Fn {id} = mx::vmap({f});")),
+            FnDef::ExportImport { f, shapeless } => {
+                let example = zeros(sigs.get(f).map_or(&[][..], Vec::as_slice));
+                w(out, format!("Fn {id} = export_import({f}, {example}, {shapeless});"))
+            }
             FnDef::Grad { f } | FnDef::ValueAndGrad { f } => {
-                let n = sigs.get(f).copied().unwrap_or(0);
+                let n = sigs.get(f).map_or(0, Vec::len);
                 let argnums = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
                 if matches!(def, FnDef::Grad { .. }) {
                     w(out, format!("Fn {id} = mx::grad(std::function<mx::array(const Arrays&)>([{f}](const Arrays& in) {{ return mx::sum({f}(in)[0]); }}), std::vector<int>{{{argnums}}});"));
@@ -259,14 +295,15 @@ fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, usiz
 
 /// The whole C++ file; `title` goes in its first comment.
 pub fn print(p: &Program, title: &str) -> String {
-    // How many primals each function takes, for vjp/jvp to split their inputs.
+    // Each function's parameters: how many primals a vjp/jvp splits off,
+    // and the example arrays an export traces.
     let mut scope = Scope::default();
-    let mut primals = std::collections::BTreeMap::new();
+    let mut params = std::collections::BTreeMap::new();
     for s in &p.stmts {
         let _ = scope.stmt(s);
         if let Stmt::Def { id, .. } = s {
             if let Some(sig) = scope.fns.get(id) {
-                primals.insert(*id, sig.params.len());
+                params.insert(*id, sig.params.clone());
             }
         }
     }
@@ -281,7 +318,7 @@ pub fn print(p: &Program, title: &str) -> String {
     out += PRELUDE;
     out += "\nvoid program() {\n";
     for s in &p.stmts {
-        stmt(&mut out, s, &primals, "  ");
+        stmt(&mut out, s, &params, "  ");
     }
     out += "}\n";
     out += MAIN;

@@ -943,8 +943,9 @@ mod tests {
 
     #[test]
     fn seeded_programs_are_valid_and_reach_every_statement_of_the_ir() {
+        const PROGRAMS: u64 = 5000;
         let mut seen = BTreeSet::new();
-        for i in 0..5000 {
+        for i in 0..PROGRAMS {
             let p = program_of_seed(1, i);
             assert_eq!(check(&p), Ok(()), "program {i}");
             kinds(&p.stmts, &mut seen, &mut BTreeMap::new());
@@ -1042,7 +1043,7 @@ mod tests {
         let missing: Vec<&String> = want.difference(&seen).collect();
         assert!(
             missing.is_empty(),
-            "5000 seeded programs never made: {missing:?}"
+            "{PROGRAMS} seeded programs never made: {missing:?}"
         );
     }
 

@@ -323,12 +323,24 @@ pub enum FnDef {
     ValueAndGrad {
         f: FnId,
     },
+    /// `export_function` of `f`, traced on zeros of its parameter types,
+    /// to a file, and `import_function` of that file: the function a
+    /// program that loads an exported model calls. The trace is simplified
+    /// as a compiled one is, and its captured arrays come back from the
+    /// file. Typed, printed and run, but not yet made by the generator or
+    /// the mutator: its first seeded slice found finding 012 on the fix
+    /// (docs/findings/012), which the slice must not find until a patch
+    /// fixes it.
+    ExportImport {
+        f: FnId,
+        shapeless: bool,
+    },
 }
 
 pub const VMAP_SIZE: i32 = 2;
 
 impl FnDef {
-    /// Each kind of transform of `f`, once.
+    /// Each kind of transform of `f` the generator makes, once.
     pub fn transforms_of(f: FnId) -> [FnDef; 9] {
         [
             FnDef::Compile {
@@ -357,7 +369,8 @@ impl FnDef {
             | FnDef::Jvp { f }
             | FnDef::Vmap { f }
             | FnDef::Grad { f }
-            | FnDef::ValueAndGrad { f } => Some(*f),
+            | FnDef::ValueAndGrad { f }
+            | FnDef::ExportImport { f, .. } => Some(*f),
         }
     }
 
@@ -376,6 +389,10 @@ impl FnDef {
             FnDef::Vmap { .. } => FnDef::Vmap { f: g },
             FnDef::Grad { .. } => FnDef::Grad { f: g },
             FnDef::ValueAndGrad { .. } => FnDef::ValueAndGrad { f: g },
+            FnDef::ExportImport { shapeless, .. } => FnDef::ExportImport {
+                f: g,
+                shapeless: *shapeless,
+            },
         }
     }
 
@@ -395,6 +412,12 @@ impl FnDef {
             FnDef::Vmap { .. } => "vmap",
             FnDef::Grad { .. } => "grad",
             FnDef::ValueAndGrad { .. } => "value_and_grad",
+            FnDef::ExportImport {
+                shapeless: false, ..
+            } => "export_import",
+            FnDef::ExportImport {
+                shapeless: true, ..
+            } => "export_import(shapeless)",
         }
     }
 }
@@ -838,7 +861,7 @@ impl Scope {
     /// model's (a guided campaign's `compile(jvp(f), shapeless=true)`
     /// called with `[2, 32]`, then `[4, 32]`). So a closure replays any
     /// shape when each function it calls does, and a transform only if it
-    /// is a `compile`.
+    /// is a `compile` or an export (whose trace is a compile's).
     pub fn replays_any_shape(&self, f: FnId) -> bool {
         let Some((def, at)) = self.defs.get(&f).map(|d| &**d) else {
             return false;
@@ -851,7 +874,9 @@ impl Scope {
                 } => at.replays_any_shape(*g),
                 _ => true,
             }),
-            FnDef::Compile { f: g, .. } => at.replays_any_shape(*g),
+            FnDef::Compile { f: g, .. } | FnDef::ExportImport { f: g, .. } => {
+                at.replays_any_shape(*g)
+            }
             FnDef::Checkpoint { .. }
             | FnDef::CustomVjp { .. }
             | FnDef::Vjp { .. }
@@ -920,6 +945,27 @@ impl Scope {
                 ensure(at.replays_any_shape(*g), || {
                     format!(
                         "a shapeless compile of {g:?} replays the trace of its first call, \
+                         and its trace keeps shapes of its own"
+                    )
+                })?;
+                at.instantiate(*g, args)?
+            }
+            // The file holds the trace of the exported shapes only.
+            FnDef::ExportImport {
+                shapeless: false, ..
+            } => {
+                return Err(format!(
+                    "{f:?} is imported: it takes only the shapes it was exported with, {:?}",
+                    sig.params
+                ))
+            }
+            FnDef::ExportImport {
+                f: g,
+                shapeless: true,
+            } => {
+                ensure(at.replays_any_shape(*g), || {
+                    format!(
+                        "a shapeless export of {g:?} replays the trace of its export, \
                          and its trace keeps shapes of its own"
                     )
                 })?;
@@ -1004,7 +1050,9 @@ impl Scope {
                         .collect::<CheckResult<_>>()?,
                 }
             }
-            FnDef::Compile { f, .. } | FnDef::Checkpoint { f } => inner(f)?,
+            FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::ExportImport { f, .. } => {
+                inner(f)?
+            }
             FnDef::CustomVjp { f } => {
                 let s = inner(f)?;
                 ensure(
@@ -1252,5 +1300,20 @@ mod tests {
             let e = shapeless_call(Some(t), &[3, 5]).unwrap_err();
             assert!(e.contains("replays the trace of its first call"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_imported_function_takes_its_exported_shapes_unless_exported_shapeless() {
+        let export = |shapeless| FnDef::ExportImport {
+            f: FnId(0),
+            shapeless,
+        };
+        assert_eq!(shapeless_call(Some(export(false)), &[2, 4]), Ok(()));
+        let e = shapeless_call(Some(export(false)), &[3, 5]).unwrap_err();
+        assert!(
+            e.contains("takes only the shapes it was exported with"),
+            "{e}"
+        );
+        assert_eq!(shapeless_call(Some(export(true)), &[3, 5]), Ok(()));
     }
 }

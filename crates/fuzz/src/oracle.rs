@@ -87,6 +87,10 @@ pub const NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "a shapeless compile of an op whose output shape depends on its input's",
     ),
     (
+        "[export_function] Unable to serialize primitive {}",
+        "an export of a primitive MLX has no file form for",
+    ),
+    (
         "[compile] Attempting to compile a function with uncaptured inputs is not allowed.",
         "a compiled function that also uses one of its arguments as a captured array: MLX refuses that by design",
     ),

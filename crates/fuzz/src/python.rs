@@ -18,7 +18,9 @@ use crate::oracle::Kind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-const PRELUDE: &str = r#"import sys
+const PRELUDE: &str = r#"import os
+import sys
+import tempfile
 
 import mlx.core as mx
 
@@ -30,6 +32,15 @@ def normal(shape, seed):
 def key_split(seed):
     keys = mx.split(mx.random.split(mx.random.key(seed), 2), 2)
     return [mx.reshape(k, (2,)) for k in keys]
+
+
+def export_import(f, example, shapeless):
+    # The imported constants are read from the file when first evaluated:
+    # the removed file stays open while the function lives.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "f.mlxfn")
+        mx.export_function(path, f, *example, shapeless=shapeless)
+        return mx.import_function(path)
 
 "#;
 
@@ -160,10 +171,26 @@ fn inexpressible(s: &Stmt) -> Option<&'static str> {
     }
 }
 
+/// Zeros of each type, as a list.
+fn zeros(tys: &[Ty]) -> String {
+    let each: Vec<String> = tys
+        .iter()
+        .map(|t| {
+            let dtype = match t.dtype {
+                Dtype::F32 => "float32",
+                Dtype::C64 => "complex64",
+                Dtype::U32 => "uint32",
+            };
+            format!("mx.zeros({}, dtype=mx.{dtype})", shape(&t.shape))
+        })
+        .collect();
+    format!("[{}]", each.join(", "))
+}
+
 fn stmt(
     out: &mut String,
     s: &Stmt,
-    primals: &BTreeMap<FnId, usize>,
+    primals: &BTreeMap<FnId, Vec<Ty>>,
     names: &mut Names,
     indent: &str,
 ) {
@@ -232,7 +259,7 @@ fn stmt(
                     );
                 }
                 FnDef::Vjp { f } | FnDef::Jvp { f } => {
-                    let n = primals.get(f).copied().unwrap_or(0);
+                    let n = primals.get(f).map_or(0, Vec::len);
                     let t = if matches!(def, FnDef::Vjp { .. }) {
                         "vjp"
                     } else {
@@ -249,8 +276,16 @@ fn stmt(
                     w(out, format!("{id} = make_{id}({f})"));
                 }
                 FnDef::Vmap { f } => w(out, format!("{id} = mx.vmap({f})")),
+                FnDef::ExportImport { f, shapeless } => {
+                    let example = zeros(primals.get(f).map_or(&[][..], Vec::as_slice));
+                    let shapeless = if *shapeless { "True" } else { "False" };
+                    w(
+                        out,
+                        format!("{id} = export_import({f}, {example}, {shapeless})"),
+                    )
+                }
                 FnDef::Grad { f } | FnDef::ValueAndGrad { f } => {
-                    let n = primals.get(f).copied().unwrap_or(0);
+                    let n = primals.get(f).map_or(0, Vec::len);
                     let argnums = format!("list(range({n}))");
                     w(out, format!("def make_{id}({f}):"));
                     if matches!(def, FnDef::Grad { .. }) {
@@ -349,7 +384,7 @@ pub fn print(p: &Program, title: &str) -> Result<String, &'static str> {
         let _ = scope.stmt(s);
         if let Stmt::Def { id, .. } = s {
             if let Some(sig) = scope.fns.get(id) {
-                primals.insert(*id, sig.params.len());
+                primals.insert(*id, sig.params.clone());
             }
         }
     }

@@ -121,8 +121,10 @@ pub fn candidates(p: &Program) -> Vec<Program> {
                     }
                 }
                 // A transform with its inner function's signature: call the inner one.
-                if let FnDef::Compile { f, .. } | FnDef::Checkpoint { f } | FnDef::CustomVjp { f } =
-                    def
+                if let FnDef::Compile { f, .. }
+                | FnDef::Checkpoint { f }
+                | FnDef::CustomVjp { f }
+                | FnDef::ExportImport { f, .. } = def
                 {
                     out.push(redirect(p, *id, *f));
                 }

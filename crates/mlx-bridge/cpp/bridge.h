@@ -11,6 +11,7 @@
 #include "mlx/array.h"
 #include "mlx/compile_impl.h"
 #include "mlx/device.h"
+#include "mlx/export.h"
 #include "mlx/fast.h"
 #include "mlx/linalg.h"
 #include "mlx/version.h"
@@ -214,6 +215,8 @@ std::unique_ptr<ArrayList> vjp(const Function& f, const ArrayList& primals,
                                const ArrayList& cotangents);
 std::unique_ptr<ArrayList> jvp(const Function& f, const ArrayList& primals,
                                const ArrayList& tangents);
+void export_function(rust::Str path, const Function& f, const ArrayList& example, bool shapeless);
+std::unique_ptr<Function> import_function(rust::Str path);
 
 // ---- memory.cc ----
 std::size_t get_active_memory();

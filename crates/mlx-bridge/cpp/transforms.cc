@@ -125,4 +125,19 @@ std::unique_ptr<ArrayList> jvp(const Function& f, const ArrayList& primals,
   return wrap_list(std::move(outs));
 }
 
+// Traces `f` on arrays shaped as `example` and writes the trace to `path`.
+void export_function(rust::Str path, const Function& f, const ArrayList& example, bool shapeless) {
+  mx::export_function(std::string(path), f.f, example.v, shapeless);
+}
+
+// The function a file `export_function` wrote holds. Its constants are read
+// from the file when they are first evaluated, so the file stays open (on
+// POSIX systems it may be unlinked) for as long as a copy lives.
+std::unique_ptr<Function> import_function(rust::Str path) {
+  auto imported = std::make_shared<mx::ImportedFunction>(mx::import_function(std::string(path)));
+  return std::make_unique<Function>(Function{[imported](const std::vector<mx::array>& inputs) {
+    return (*imported)(inputs);
+  }});
+}
+
 } // namespace mlx_bridge

@@ -29,8 +29,8 @@ pub use array::{eval, synchronize, Array, Dtype};
 pub use error::{Error, Result};
 pub use ops::*;
 pub use transforms::{
-    checkpoint, compile, compile_shapeless, custom_vjp, grad, jvp, value_and_grad, vjp, vmap,
-    CompiledFn, TransformedFn,
+    checkpoint, compile, compile_shapeless, custom_vjp, export_function, grad, import_function,
+    jvp, value_and_grad, vjp, vmap, CompiledFn, TransformedFn,
 };
 
 /// The upstream MLX release the linked library was built from ("0.32.2").

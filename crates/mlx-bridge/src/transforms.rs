@@ -1,5 +1,7 @@
 //! Function transforms over Rust closures: [`compile`], [`vjp`], [`jvp`],
-//! [`grad`], [`value_and_grad`], [`vmap`], [`checkpoint`], [`custom_vjp`].
+//! [`grad`], [`value_and_grad`], [`vmap`], [`checkpoint`], [`custom_vjp`],
+//! and the round trip through a file, [`export_function`] then
+//! [`import_function`].
 //!
 //! Closures take `&[Array]` and return `Result<Vec<Array>>`. An `Err` aborts
 //! the MLX transform with a C++ exception, and the transform's caller gets
@@ -13,6 +15,7 @@ use crate::ffi::array::ArrayList;
 use crate::ffi::transforms::{self as raw, RustFn, RustVjpFn};
 use crate::{Array, Error, Result};
 use cxx::UniquePtr;
+use std::path::Path;
 
 /// Boxes a closure over `&[Array]` as a closure over C++ array lists.
 fn rust_fn<F>(mut f: F) -> Box<RustFn>
@@ -238,4 +241,43 @@ where
     ))?)?;
     let n_outputs = all.len() / 2;
     split_off(all, n_outputs, "jvp")
+}
+
+fn path_str(path: &Path) -> Result<&str> {
+    path.to_str().ok_or_else(|| {
+        Error::new(format!(
+            "[mlx_bridge] MLX takes a UTF-8 file name, not {}",
+            path.display()
+        ))
+    })
+}
+
+/// Traces `f` on arrays of `example`'s shapes and dtypes (their values are
+/// not read) and writes the trace, with the arrays it captured, to `path`
+/// (MLX's `export_function`). `shapeless`: the imported function takes any
+/// shapes of the same ranks, as [`compile_shapeless`] does.
+pub fn export_function<F, I>(path: &Path, f: F, example: I, shapeless: bool) -> Result<()>
+where
+    F: FnMut(&[Array]) -> Result<Vec<Array>> + 'static,
+    I: IntoIterator,
+    I::Item: AsRef<Array>,
+{
+    let path = path_str(path)?;
+    after_closures(raw::export_function(
+        path,
+        &function(f),
+        &to_list(example),
+        shapeless,
+    ))
+}
+
+/// The function a file [`export_function`] wrote (MLX's `import_function`).
+/// Calling it replays the trace; without `shapeless` it takes only the
+/// exported shapes and dtypes, and other ones are an `Err`. The captured
+/// arrays are read from the file when first evaluated: the file must stay
+/// (on Unix it may be unlinked once this returns).
+pub fn import_function(path: &Path) -> Result<TransformedFn> {
+    Ok(TransformedFn {
+        func: raw::import_function(path_str(path)?)?,
+    })
 }

@@ -1,5 +1,5 @@
 //! Bridge for function transforms (compile, vjp, jvp, vmap, checkpoint,
-//! custom_vjp) over Rust closures.
+//! custom_vjp, export and import) over Rust closures.
 //!
 //! A closure crosses as a boxed opaque Rust type that C++ keeps inside a
 //! `std::function`; MLX calls it back through `call_rust_fn`. Errors and
@@ -164,5 +164,15 @@ mod bridge {
             primals: &ArrayList,
             tangents: &ArrayList,
         ) -> Result<UniquePtr<ArrayList>>;
+        // `mlx::core::export_function`: `f` traced on `example`'s shapes and
+        // dtypes, written to `path`.
+        fn export_function(
+            path: &str,
+            f: &Function,
+            example: &ArrayList,
+            shapeless: bool,
+        ) -> Result<()>;
+        // `mlx::core::import_function`, as a function.
+        fn import_function(path: &str) -> Result<UniquePtr<Function>>;
     }
 }

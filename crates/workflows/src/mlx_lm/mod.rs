@@ -502,6 +502,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
 fn describe(e: ServerLeak) -> String {
     match e {
         ServerLeak::Never => "0 bytes in every cycle".into(),
+        ServerLeak::AtMost { bytes } => format!("at most {bytes} bytes in every cycle"),
         ServerLeak::EveryCycle { min_percent } => {
             format!("at least {min_percent}% of the weights every cycle")
         }

@@ -209,14 +209,7 @@ fn called(body: &[Stmt]) -> BTreeSet<FnId> {
 fn zeros(tys: &[Ty]) -> String {
     let each: Vec<String> = tys
         .iter()
-        .map(|t| {
-            let dtype = match t.dtype {
-                Dtype::F32 => "float32",
-                Dtype::C64 => "complex64",
-                Dtype::U32 => "uint32",
-            };
-            format!("mx::zeros({}, mx::{dtype})", shape(&t.shape))
-        })
+        .map(|t| format!("mx::zeros({}, mx::{})", shape(&t.shape), t.dtype.mlx_name()))
         .collect();
     format!("Arrays{{{}}}", each.join(", "))
 }

@@ -28,6 +28,17 @@ pub enum Dtype {
     U32,
 }
 
+impl Dtype {
+    /// MLX's name of the dtype, the same in C++ (`mx::float32`) and Python.
+    pub fn mlx_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::C64 => "complex64",
+            Dtype::U32 => "uint32",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Ty {
     pub dtype: Dtype,

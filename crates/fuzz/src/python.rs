@@ -176,12 +176,11 @@ fn zeros(tys: &[Ty]) -> String {
     let each: Vec<String> = tys
         .iter()
         .map(|t| {
-            let dtype = match t.dtype {
-                Dtype::F32 => "float32",
-                Dtype::C64 => "complex64",
-                Dtype::U32 => "uint32",
-            };
-            format!("mx.zeros({}, dtype=mx.{dtype})", shape(&t.shape))
+            format!(
+                "mx.zeros({}, dtype=mx.{})",
+                shape(&t.shape),
+                t.dtype.mlx_name()
+            )
         })
         .collect();
     format!("[{}]", each.join(", "))
@@ -406,6 +405,50 @@ pub fn print(p: &Program, title: &str) -> Result<String, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_export_round_trip_is_traced_on_zeros_of_the_parameter_types_in_both_forms() {
+        let p = Program {
+            stmts: vec![
+                Stmt::Def {
+                    id: FnId(0),
+                    def: FnDef::Closure {
+                        params: vec![
+                            (Var(0), Ty::f32(&[2, 3])),
+                            (
+                                Var(1),
+                                Ty {
+                                    dtype: Dtype::U32,
+                                    shape: vec![2],
+                                },
+                            ),
+                        ],
+                        captures: vec![],
+                        body: vec![],
+                        results: vec![Ref::Var(Var(0))],
+                    },
+                },
+                Stmt::Def {
+                    id: FnId(1),
+                    def: FnDef::ExportImport {
+                        f: FnId(0),
+                        shapeless: true,
+                    },
+                },
+            ],
+        };
+        assert_eq!(check(&p), Ok(()));
+        let script = print(&p, "t").unwrap();
+        assert!(
+            script.contains("f1 = export_import(f0, [mx.zeros([2, 3], dtype=mx.float32), mx.zeros([2], dtype=mx.uint32)], True)"),
+            "{script}"
+        );
+        let source = crate::cpp::print(&p, "t");
+        assert!(
+            source.contains("Fn f1 = export_import(f0, Arrays{mx::zeros({2, 3}, mx::float32), mx::zeros({2}, mx::uint32)}, true);"),
+            "{source}"
+        );
+    }
 
     #[test]
     fn a_program_with_an_assignment_has_no_python_form_and_says_why() {

@@ -51,6 +51,14 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
         "0010-cpu-task-count-survives-task-errors",
         &["test cpu task count survives task errors"],
     ),
+    (
+        "0011-import-runs-on-the-importing-threads-stream",
+        &["test import function on another thread"],
+    ),
+    (
+        "0012-export-keeps-stop-gradient",
+        &["test imported function keeps stop_gradient"],
+    ),
 ];
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.

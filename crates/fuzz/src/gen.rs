@@ -992,6 +992,8 @@ mod tests {
             "vmap",
             "grad",
             "value_and_grad",
+            "export_import",
+            "export_import(shapeless)",
         ] {
             want.insert(format!("fn {f}"));
             want.insert(format!("call {f}"));

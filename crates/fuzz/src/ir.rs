@@ -338,10 +338,8 @@ pub enum FnDef {
     /// to a file, and `import_function` of that file: the function a
     /// program that loads an exported model calls. The trace is simplified
     /// as a compiled one is, and its captured arrays come back from the
-    /// file. Typed, printed and run, but not yet made by the generator or
-    /// the mutator: its first seeded slice found finding 012 on the fix
-    /// (docs/findings/012), which the slice must not find until a patch
-    /// fixes it.
+    /// file. Its first seeded slice found finding 012 (docs/findings/012,
+    /// fixed by `patches/0012-*`).
     ExportImport {
         f: FnId,
         shapeless: bool,
@@ -352,7 +350,7 @@ pub const VMAP_SIZE: i32 = 2;
 
 impl FnDef {
     /// Each kind of transform of `f` the generator makes, once.
-    pub fn transforms_of(f: FnId) -> [FnDef; 9] {
+    pub fn transforms_of(f: FnId) -> [FnDef; 11] {
         [
             FnDef::Compile {
                 f,
@@ -366,6 +364,11 @@ impl FnDef {
             FnDef::Vmap { f },
             FnDef::Grad { f },
             FnDef::ValueAndGrad { f },
+            FnDef::ExportImport {
+                f,
+                shapeless: false,
+            },
+            FnDef::ExportImport { f, shapeless: true },
         ]
     }
 

@@ -162,10 +162,9 @@ pub fn markdown() -> String {
           function traced on zeros of its parameter types, then `import_function`. A call of \
           the imported function rebuilds the simplified trace from the file (the primitives \
           above, and `Load` for what it captured); an export of a primitive MLX cannot write \
-          (`LUF`, `CustomTransforms`, `Load` itself) is refused, an allowed error. The IR types \
-          it, the printers write it and the interpreter runs it, but the generator does not \
-          make it yet: its first seeded slice found an open upstream bug on the fix \
-          (docs/findings/012: an imported function differentiates through `stop_gradient`).\n";
+          (`LUF`, `CustomTransforms`, `Load` itself) is refused, an allowed error. Its first \
+          seeded slice found an upstream bug, fixed by the series (docs/findings/012: an \
+          imported function differentiated through `stop_gradient`).\n";
     t
 }
 
@@ -748,7 +747,7 @@ pub const ROWS: &[Row] = &[
         jvp: false,
         vjp: false,
         made_by: &[],
-        note: "an imported function's captured arrays, read from its file when first evaluated (the IR's `export_import`, not made by the generator yet)",
+        note: "an imported function's captured arrays, read from its file when first evaluated (the IR's `export_import`, a function definition rather than an op)",
     },
     Row {
         name: "Log",

@@ -59,6 +59,10 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
         "0012-export-keeps-stop-gradient",
         &["test imported function keeps stop_gradient"],
     ),
+    (
+        "0013-vmap-maps-a-broadcast-by-its-shape-inputs",
+        &["test shapeless compile of vmap of a broadcast"],
+    ),
 ];
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.

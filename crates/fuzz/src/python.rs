@@ -34,6 +34,24 @@ def key_split(seed):
     return [mx.reshape(k, (2,)) for k in keys]
 
 
+def custom_vjp(f):
+    # The interpreter's rule: each primal times the sum of the first
+    # cotangent. One primal comes to the VJP as that array, several as a
+    # tuple, and the VJP answers in the same form.
+    def vjp(p, c, o):
+        s = mx.sum(c[0])
+        return tuple(x * s for x in p) if isinstance(p, tuple) else p * s
+
+    g = mx.custom_function(f)
+    g.vjp(vjp)
+    return g
+
+
+def grads(g):
+    # mx.grad with argnums=[i] returns the one gradient, not a tuple of it.
+    return list(g) if isinstance(g, tuple) else [g]
+
+
 def export_import(f, example, shapeless):
     # The imported constants are read from the file when first evaluated:
     # the removed file stays open while the function lives.
@@ -250,13 +268,7 @@ fn stmt(
                     ),
                 ),
                 FnDef::Checkpoint { f } => w(out, format!("{id} = mx.checkpoint({f})")),
-                FnDef::CustomVjp { f } => {
-                    w(out, format!("{id} = mx.custom_function({f})"));
-                    w(
-                        out,
-                        format!("{id}.vjp(lambda p, c, o: tuple(x * mx.sum(c[0]) for x in p))"),
-                    );
-                }
+                FnDef::CustomVjp { f } => w(out, format!("{id} = custom_vjp({f})")),
                 FnDef::Vjp { f } | FnDef::Jvp { f } => {
                     let n = primals.get(f).map_or(0, Vec::len);
                     let t = if matches!(def, FnDef::Vjp { .. }) {
@@ -290,7 +302,7 @@ fn stmt(
                     if matches!(def, FnDef::Grad { .. }) {
                         w(out, format!("    g = mx.grad(lambda *xs: mx.sum({f}(*xs)[0]), argnums={argnums})"));
                         w(out, format!("    def {id}(*xs):"));
-                        w(out, "        return list(g(*xs))".into());
+                        w(out, "        return grads(g(*xs))".into());
                     } else {
                         w(out, "    def loss(*xs):".into());
                         w(out, format!("        o = {f}(*xs)"));
@@ -301,7 +313,7 @@ fn stmt(
                         );
                         w(out, format!("    def {id}(*xs):"));
                         w(out, "        v, g = vg(*xs)".into());
-                        w(out, "        return list(v) + list(g)".into());
+                        w(out, "        return list(v) + grads(g)".into());
                     }
                     w(out, format!("    return {id}"));
                     w(out, format!("{id} = make_{id}({f})"));

@@ -23,6 +23,7 @@ pub mod provenance;
 pub mod python;
 pub mod python_env;
 pub mod race;
+pub mod real_model;
 pub mod rebase;
 pub mod sanitize;
 pub mod suite;

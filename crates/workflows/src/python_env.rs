@@ -44,7 +44,7 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 /// files `extra` over them without their dependencies (once per content of
 /// the requirements and of `extra`).
 pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -> Result<PathBuf> {
-    venv_in_order(venv, requirements, extra, false)
+    venv_in_order(venv, requirements, extra, false, true)
 }
 
 /// A virtual environment at `venv` with the wheels `first` installed, then
@@ -52,7 +52,14 @@ pub(crate) fn venv_with(venv: &Path, requirements: &[&str], extra: &[PathBuf]) -
 /// resolves against the wheels under test, and pip's hash-checking mode
 /// needs no pin for what is already installed.
 pub(crate) fn venv_over(venv: &Path, first: &[PathBuf], requirements: &[&str]) -> Result<PathBuf> {
-    venv_in_order(venv, requirements, first, true)
+    venv_in_order(venv, requirements, first, true, true)
+}
+
+/// As [`venv_over`], with `requirements` installed without their
+/// dependencies: for a peer whose pin the wheels under test do not meet
+/// (mlx-audio 0.6.2 pins `mlx==0.32.4`; the 0.32.2 wheels stay).
+pub(crate) fn venv_no_deps(venv: &Path, first: &[PathBuf], requirements: &[&str]) -> Result<PathBuf> {
+    venv_in_order(venv, requirements, first, true, false)
 }
 
 fn venv_in_order(
@@ -60,6 +67,7 @@ fn venv_in_order(
     requirements: &[&str],
     extra: &[PathBuf],
     extra_first: bool,
+    requirement_deps: bool,
 ) -> Result<PathBuf> {
     let python = venv_python(venv);
     if !python.is_file() {
@@ -77,7 +85,11 @@ fn venv_in_order(
             ));
         }
     }
-    let mut key = mlx_patched::Fingerprint::new(if extra_first { "venv over 1" } else { "venv 1" });
+    let mut key = mlx_patched::Fingerprint::new(match (extra_first, requirement_deps) {
+        (false, _) => "venv 1",
+        (true, true) => "venv over 1",
+        (true, false) => "venv over, no deps 1",
+    });
     for r in requirements {
         key.file(&workspace_root().join(r))?;
     }
@@ -104,7 +116,11 @@ fn venv_in_order(
     let install_requirements = || -> Result<()> {
         for r in requirements {
             let file = workspace_root().join(r);
-            pip_install(&["-r".as_ref(), file.as_os_str()])?;
+            let mut args: Vec<&std::ffi::OsStr> = vec!["-r".as_ref(), file.as_os_str()];
+            if !requirement_deps {
+                args.push("--no-deps".as_ref());
+            }
+            pip_install(&args)?;
         }
         Ok(())
     };

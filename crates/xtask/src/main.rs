@@ -77,6 +77,8 @@ enum Command {
     Fuzz(w::fuzz::FuzzArgs),
     /// The release race at length, over several processes.
     Race(w::race::RaceArgs),
+    /// The report's own model, MossFormer2_SE, over many processes; resumable.
+    RealModel(w::real_model::RealModelArgs),
     /// Write the pages generated from the code (docs/variables.md).
     Docs,
     /// Build upstream plus a candidate fix and measure it like the series.
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Sanitize(a) => w::sanitize::run(a),
         Command::Fuzz(a) => w::fuzz::run(a),
         Command::Race(a) => w::race::run(a),
+        Command::RealModel(a) => w::real_model::run(a),
         Command::Docs => w::docs::write(),
         Command::Try(a) => w::candidate::run(a),
     };

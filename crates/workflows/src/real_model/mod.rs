@@ -1,0 +1,360 @@
+//! `cargo xtask real-model`: the report's recipe on its own model,
+//! mlx-audio's MossFormer2_SE, over many independent processes
+//! (docs/findings/013).
+//!
+//! A cell is a library set (the fork's pristine or patched wheels of the
+//! selected base, or the official wheels of its release) and the recipe's
+//! switches (`tests/python/mossformer_cycles.py`). Each process runs a few
+//! cycles and its record is appended to `docs/real-model/<base>/<cell>.jsonl`
+//! as soon as it ends, so a run stopped at any point goes on where it was:
+//! the next process takes the next seeds. Cells run side by side, one
+//! process of each at a time, so that the cells of one run share the
+//! machine's conditions. `--report` prints the table of what is recorded.
+
+pub mod judge;
+
+use crate::python_env::{python_root, venv_no_deps};
+use crate::workspace::{anyhow, Context};
+use crate::workspace::{workspace_root, Result};
+use judge::{Cycle, Process, Tally};
+use mlx_patched::{CommandVars, Env, Variant};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+const SCRIPT: &str = "tests/python/mossformer_cycles.py";
+/// mlx-audio and what it imports, pinned by hash, installed without their
+/// dependencies: mlx-audio 0.6.2 pins `mlx==0.32.4`, and on 0.32.2 the
+/// cells keep their own `mlx`, as the recipe installs it.
+const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.txt";
+
+/// Where a cell's libraries come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Libs {
+    /// The fork's wheels of a variant, on the selected base.
+    Fork(Variant),
+    /// The official wheels of the selected base's release.
+    Official,
+}
+
+/// How a cell's processes are started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    Plain,
+    /// `taskset -c 0`: every thread on one core.
+    OneCore,
+}
+
+/// One cell of the experiment.
+#[derive(Clone, Copy, Debug)]
+pub struct Cell {
+    pub name: &'static str,
+    pub libs: Libs,
+    /// Switches of the script.
+    pub args: &'static [&'static str],
+    pub launch: Launch,
+}
+
+/// Every cell, control first. Cells are named for their libraries and the
+/// switch they change.
+pub const CELLS: &[Cell] = &[
+    Cell {
+        name: "pristine",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "patched",
+        libs: Libs::Fork(Variant::PATCHED),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "official",
+        libs: Libs::Official,
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "pristine-slices",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &["--slices"],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "pristine-no-eval",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &["--no-eval"],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "pristine-gc-off",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &["--gc-off"],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "pristine-erase",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &["--erase"],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "pristine-one-core",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &[],
+        launch: Launch::OneCore,
+    },
+];
+
+pub fn cell(name: &str) -> Result<&'static Cell> {
+    CELLS.iter().find(|c| c.name == name).ok_or_else(|| {
+        let names: Vec<&str> = CELLS.iter().map(|c| c.name).collect();
+        anyhow!("unknown cell `{name}`: expected one of {}", names.join(", "))
+    })
+}
+
+/// The real model over many processes.
+#[derive(clap::Args, Debug)]
+pub struct RealModelArgs {
+    /// Cells to run side by side (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "pristine,patched", value_parser = cell)]
+    pub cells: Vec<&'static Cell>,
+    /// Cycles each cell must have recorded when the run ends (those already
+    /// recorded count).
+    #[arg(long, default_value_t = 200)]
+    pub cycles: u32,
+    /// Cycles per process.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub per_process: u32,
+    /// Print the table of every recorded cell and run nothing.
+    #[arg(long)]
+    pub report: bool,
+}
+
+/// The folder of the selected base's records.
+pub fn records_dir() -> Result<PathBuf> {
+    let base = Env::process().base()?;
+    Ok(workspace_root().join("docs/real-model").join(base.dir_name()))
+}
+
+fn records_file(cell: &Cell) -> Result<PathBuf> {
+    Ok(records_dir()?.join(format!("{}.jsonl", cell.name)))
+}
+
+/// A cell's recorded processes (none if it has no file yet). A line that
+/// does not parse is an error naming the file and the line.
+pub fn recorded(cell: &Cell) -> Result<Vec<Process>> {
+    let path = records_file(cell)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// The interpreter of a cell's environment: its wheels, then mlx-audio and
+/// what it imports, without dependencies.
+pub fn python_for(libs: Libs) -> Result<PathBuf> {
+    let (dir, wheels) = match libs {
+        Libs::Fork(v) => (
+            python_root()?.join(v.name),
+            crate::python_env::build_wheel(v)?.files(),
+        ),
+        Libs::Official => {
+            let base = Env::process().base()?;
+            let files = crate::provenance::official_wheels(base)?
+                .map_err(|why| anyhow!("the official {} wheels: {why}", base.version))?;
+            (python_root()?.join("official"), files)
+        }
+    };
+    venv_no_deps(&dir.join("mossformer-venv"), &wheels, &[REQUIREMENTS])
+}
+
+fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Path) -> Command {
+    let mut cmd = match cell.launch {
+        Launch::Plain => Command::new(python),
+        Launch::OneCore => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0"]).arg(python);
+            c
+        }
+    };
+    cmd.arg(workspace_root().join(SCRIPT))
+        .args(["--cycles", &per_process.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .args(cell.args)
+        .var(mlx_patched::other_vars::TMPDIR, kernels)
+        .var(
+            mlx_patched::other_vars::PYTHONPATH,
+            workspace_root().join("tests/python"),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A process's output as its record.
+pub fn parse_process(seed: u64, stdout: &str, exit: String, ok: bool) -> Process {
+    let cycles = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Cycle>(l).ok())
+        .collect();
+    Process {
+        seed,
+        cycles,
+        exit,
+        ok,
+    }
+}
+
+struct Running {
+    cell: &'static Cell,
+    seed: u64,
+    child: Child,
+}
+
+pub fn run(a: RealModelArgs) -> Result<()> {
+    crate::deps::install()?;
+    mlx_patched::system::cpu_compile_works()?;
+    // mlx-audio's package `__init__` imports sounddevice, which loads PortAudio.
+    crate::deps::install_debian(&["libportaudio2"])?;
+    if a.report {
+        return report();
+    }
+    std::fs::create_dir_all(records_dir()?)?;
+    // Prepare every environment before the first process: builds print
+    // progress of their own and would interleave with the run's.
+    let mut pythons = Vec::new();
+    for c in &a.cells {
+        let python = python_for(c.libs)?;
+        let kernels = python_root()?.join("real-model-kernels").join(c.name);
+        std::fs::create_dir_all(&kernels)?;
+        pythons.push((*c, python, kernels));
+    }
+    let started = Instant::now();
+    let mut running: Vec<Running> = Vec::new();
+    loop {
+        // One process of each cell at a time, each with the next seeds.
+        for (c, python, kernels) in &pythons {
+            if running.iter().any(|r| r.cell.name == c.name) {
+                continue;
+            }
+            let done = recorded(c)?;
+            let cycles: u32 = done.iter().map(|p| p.cycles.len() as u32).sum();
+            if cycles >= a.cycles {
+                continue;
+            }
+            let seed = done
+                .iter()
+                .map(|p| p.seed + a.per_process as u64)
+                .max()
+                .unwrap_or(0);
+            let per = a.per_process.min(a.cycles - cycles);
+            let child = command(c, python, seed, per, kernels)
+                .spawn()
+                .with_context(|| format!("cannot start {}", python.display()))?;
+            running.push(Running {
+                cell: c,
+                seed,
+                child,
+            });
+        }
+        if running.is_empty() {
+            break;
+        }
+        // Wait for the first to end.
+        let finished = loop {
+            if let Some(i) = running
+                .iter_mut()
+                .position(|r| matches!(r.child.try_wait(), Ok(Some(_))))
+            {
+                break running.swap_remove(i);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let out = finished.child.wait_with_output()?;
+        let p = parse_process(
+            finished.seed,
+            &String::from_utf8_lossy(&out.stdout),
+            out.status.to_string(),
+            out.status.success(),
+        );
+        if !p.ok {
+            eprintln!(
+                "real-model: {} (seed {}) failed ({}), its {} cycles kept:\n{}",
+                finished.cell.name,
+                finished.seed,
+                out.status,
+                p.cycles.len(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        append(finished.cell, &p)?;
+        let t = Tally::of(&recorded(finished.cell)?);
+        eprintln!(
+            "real-model: {:18} {:>5}/{} cycles, {} leaked{} ({} elapsed)",
+            finished.cell.name,
+            t.cycles,
+            a.cycles,
+            t.leaked(),
+            if t.leaks.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ": {} MiB",
+                    t.leaks
+                        .iter()
+                        .map(|b| format!("{:.1}", *b as f64 / 1048576.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
+            mlx_patched::progress::elapsed(started.elapsed())
+        );
+        if !p.ok && p.cycles.is_empty() {
+            return Err(anyhow!(
+                "{} cannot run a cycle on {}; stopping",
+                SCRIPT,
+                finished.cell.name
+            ));
+        }
+    }
+    report()
+}
+
+fn append(cell: &Cell, p: &Process) -> Result<()> {
+    let path = records_file(cell)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("{}", path.display()))?;
+    writeln!(f, "{}", serde_json::to_string(p)?)?;
+    Ok(())
+}
+
+/// The table of every cell that has records on the selected base.
+pub fn report() -> Result<()> {
+    let mut rows = Vec::new();
+    for c in CELLS {
+        let done = recorded(c)?;
+        if !done.is_empty() {
+            rows.push((c.name.to_string(), Tally::of(&done)));
+        }
+    }
+    let base = Env::process().base()?;
+    println!("MossFormer2_SE on {} (records in {}):\n", base.version, records_dir()?.display());
+    print!("{}", judge::render(&rows, CELLS[0].name));
+    Ok(())
+}

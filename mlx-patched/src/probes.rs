@@ -43,6 +43,11 @@ pub const CPP_PROBES: &[Probe] = &[
         name: "kernel_cache_race",
         under_sanitizers: false,
     },
+    // Replaces operator new and delete, which the sanitizers intercept.
+    Probe {
+        name: "fixed_layout_leak",
+        under_sanitizers: false,
+    },
 ];
 
 /// The directory of the probes' sources and the headers they share.

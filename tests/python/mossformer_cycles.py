@@ -21,10 +21,17 @@ The switches are the candidates for what decides a leak:
   --slices        each `mx.split` replaced by two slices (the report's
                   ablation; same bits)
   --no-eval       the weights are not evaluated outside the compiled call
-  --fixed-layout PAD
+  --second-shape FRAMES
+                  after the first call, a second at FRAMES frames: a second
+                  entry in the compile cache. The record then has
+                  `live_one` and `live_two`, MLX's active memory above the
+                  cycle's start with one entry and with two, and `weights`
+  --fixed-layout STRIDE
                   the main thread's C++ objects at fixed addresses
                   (tests/support/fixed_layout_preload.cpp, which must be
-                  preloaded), with PAD bytes between the model and its trace
+                  preloaded), with STRIDE x (seed of the cycle) bytes between
+                  the model and its trace: each cycle its own layout, and a
+                  process run again with the same seed repeats every one
 """
 
 import argparse
@@ -35,6 +42,7 @@ import sys
 import time
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 from serving import refuse_without_compile
 
@@ -106,7 +114,8 @@ def main():
     p.add_argument("--erase", action="store_true")
     p.add_argument("--slices", action="store_true")
     p.add_argument("--no-eval", action="store_true")
-    p.add_argument("--fixed-layout", type=int, metavar="PAD")
+    p.add_argument("--fixed-layout", type=int, metavar="STRIDE")
+    p.add_argument("--second-shape", type=int, metavar="FRAMES")
     a = p.parse_args()
 
     layout = None
@@ -133,12 +142,23 @@ def main():
         if not a.no_eval:
             mx.eval(net.parameters())
         if layout is not None:
-            layout.fixed_layout_pad(ctypes.c_ulong(a.fixed_layout))
+            layout.fixed_layout_pad(ctypes.c_ulong(a.fixed_layout * (a.seed + i)))
         out = net(x)
         if layout is not None:
             layout.fixed_layout_stop()
         mx.eval(out)
         del out
+        shapes = {}
+        if a.second_shape is not None:
+            mx.synchronize()
+            shapes["live_one"] = mx.get_active_memory() - before
+            x2 = mx.random.normal((1, a.second_shape, 180), key=mx.random.key(54321))
+            out = net(x2)
+            mx.eval(out)
+            del out, x2
+            mx.synchronize()
+            shapes["live_two"] = mx.get_active_memory() - before
+            shapes["weights"] = sum(v.nbytes for _, v in tree_flatten(net.parameters()))
         if a.erase:
             del net._forward_compiled
         del net
@@ -152,6 +172,7 @@ def main():
             "seconds": round(time.perf_counter() - t0, 3),
             "live_descs": census(),
             "orphaned_groups": census("mlx_fork_orphans_dump"),
+            **shapes,
         }
         print(json.dumps(rec), flush=True)
 

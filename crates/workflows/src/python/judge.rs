@@ -28,6 +28,18 @@ pub struct Evidence {
     /// The tests flaky on patched that pristine's results do not explain,
     /// run alone: (on patched, on pristine).
     pub repeats: BTreeMap<String, (Repeats, Repeats)>,
+    /// `tests/python/fixed_layout_leak.py` under the fixed heap layout
+    /// (finding 013), twice per variant.
+    pub fixed_layout: Vec<LayoutRuns>,
+}
+
+/// One variant's two runs of the fixed-layout sweep.
+pub struct LayoutRuns {
+    pub variant: Variant,
+    /// The layouts that leaked, per run.
+    pub leaked: [Vec<i64>; 2],
+    pub layouts: usize,
+    pub digest: String,
 }
 
 /// One ablation cell on each variant.
@@ -143,6 +155,30 @@ pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
             )
         });
     }
+    for l in &e.fixed_layout {
+        let expect = expectations.verdict(&l.variant);
+        let same = l.leaked[0] == l.leaked[1];
+        let ok = same
+            && match expect {
+                mlx_patched::Expect::Leaks => !l.leaked[0].is_empty(),
+                _ => l.leaked[0].is_empty(),
+            };
+        t.claim(ok && l.layouts > 0, || {
+            format!(
+                "Python fixed layout on {}: leaked at {:?} then at {:?} of {} layouts, expected {} and the same in both runs",
+                l.variant.name,
+                l.leaked[0],
+                l.leaked[1],
+                l.layouts,
+                if expect == mlx_patched::Expect::Leaks { "some" } else { "none" }
+            )
+        });
+    }
+    t.claim(
+        e.fixed_layout.len() >= 2
+            && e.fixed_layout.iter().all(|l| l.digest == e.fixed_layout[0].digest),
+        || "Python fixed layout: the variants computed different bits or did not all run".into(),
+    );
     let (Some(pristine), Some(patched)) = (
         e.suites.get(Variant::PRISTINE.name),
         e.suites.get(Variant::PATCHED.name),
@@ -262,6 +298,15 @@ pub fn render(e: &Evidence) -> Vec<Row> {
                 ids.len()
             )));
         }
+    }
+    for l in &e.fixed_layout {
+        rows.push(Row::note(format!(
+            "Python, fixed heap layout (finding 013) on {}: leaked at {} of {} layouts, the same in 2 runs: {}",
+            l.variant.name,
+            l.leaked[0].len(),
+            l.layouts,
+            if l.leaked[0] == l.leaked[1] { "yes" } else { "no" }
+        )));
     }
     rows
 }
@@ -436,7 +481,44 @@ mod tests {
             .into_iter()
             .collect(),
             repeats: BTreeMap::new(),
+            fixed_layout: vec![
+                LayoutRuns {
+                    variant: Variant::PRISTINE,
+                    leaked: [vec![112, 432], vec![112, 432]],
+                    layouts: 400,
+                    digest: "d".into(),
+                },
+                LayoutRuns {
+                    variant: Variant::PATCHED,
+                    leaked: [vec![], vec![]],
+                    layouts: 400,
+                    digest: "d".into(),
+                },
+            ],
         }
+    }
+
+    #[test]
+    fn the_fixed_layout_must_leak_alike_on_the_control_and_never_on_the_fix() {
+        let e = good();
+        let ok = judge(&e, &Expectations::new(false)).failures.len();
+        for (i, leaked) in [
+            // The control leaking elsewhere the second time.
+            (0, [vec![112, 432], vec![112]]),
+            // The control not leaking at all.
+            (0, [vec![], vec![]]),
+            // The fix leaking once.
+            (1, [vec![], vec![48]]),
+        ] {
+            let mut bad = good();
+            bad.fixed_layout[i].leaked = leaked.clone();
+            let failed = judge(&bad, &Expectations::new(false)).failures;
+            assert_eq!(failed.len(), ok + 1, "{leaked:?}: {failed:?}");
+            assert!(failed.iter().any(|f| f.contains("fixed layout")));
+        }
+        let mut other_bits = good();
+        other_bits.fixed_layout[1].digest = "e".into();
+        assert_eq!(judge(&other_bits, &Expectations::new(false)).failures.len(), ok + 1);
     }
 
     fn failures(e: &Evidence) -> Vec<String> {
@@ -449,8 +531,8 @@ mod tests {
         let t = judge(&e, &Expectations::new(false));
         assert_eq!(t.failures, Vec::<String>::new());
         // report ×2, mypy ×2, ablation ×2 + agreement + C++, shape,
-        // finding ×2, suite, flaky
-        assert_eq!(t.passed, 13);
+        // finding ×2, fixed layout ×2 + agreement, suite, flaky
+        assert_eq!(t.passed, 16);
     }
 
     #[test]
@@ -570,12 +652,13 @@ mod tests {
     #[test]
     fn the_rows_follow_the_order_the_check_ran_in() {
         let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
-        assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1, "{rows:#?}");
+        assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1 + 2, "{rows:#?}");
         assert!(rows[0].contains("verbatim on pristine"));
         assert!(rows[2].contains("skipped: install paths"));
         assert!(rows[3].contains("mypy on report.py"));
         assert!(rows[4].contains("Python: split / weights evaluated / compiled"));
         assert!(rows[5].contains("2 compiled shape(s)"));
         assert!(rows[10].contains("fail on both (1): failed because"));
+        assert!(rows[11].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400"));
     }
 }

@@ -29,6 +29,37 @@ const SCRIPT: &str = "tests/python/mossformer_cycles.py";
 /// cells keep their own `mlx`, as the recipe installs it.
 const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.txt";
 
+/// The fixed heap layout as a library to preload into Python
+/// (`tests/support/fixed_layout_preload.cpp`, finding 013), compiled with
+/// g++ into the target directory when its sources changed.
+pub fn fixed_layout_library() -> Result<PathBuf> {
+    let root = workspace_root();
+    let sources = [
+        root.join("tests/support/fixed_layout_preload.cpp"),
+        root.join("crates/probes/cpp/fixed_layout.h"),
+    ];
+    let mut key = mlx_patched::Fingerprint::new("fixed layout 1");
+    for s in &sources {
+        key.file(s)?;
+    }
+    let key = key.finish();
+    let dir = crate::workspace::target_dir()?.join("fixed-layout");
+    let lib = dir.join("libfixed_layout.so");
+    let stamp = dir.join("built.sha256");
+    if lib.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
+        return Ok(lib);
+    }
+    std::fs::create_dir_all(&dir)?;
+    crate::workspace::run(
+        Command::new("g++")
+            .args(["-std=c++17", "-O2", "-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(&sources[0]),
+    )?;
+    std::fs::write(&stamp, key)?;
+    Ok(lib)
+}
+
 /// Where a cell's libraries come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Libs {
@@ -44,6 +75,11 @@ pub enum Launch {
     Plain,
     /// `taskset -c 0`: every thread on one core.
     OneCore,
+    /// `setarch -R`: no address-space randomization.
+    NoAslr,
+    /// The fixed heap layout preloaded ([`fixed_layout_library`]); the
+    /// script's `--fixed-layout` gives each cycle its own layout.
+    FixedLayout,
 }
 
 /// One cell of the experiment.
@@ -106,6 +142,24 @@ pub const CELLS: &[Cell] = &[
         libs: Libs::Fork(Variant::PRISTINE),
         args: &[],
         launch: Launch::OneCore,
+    },
+    Cell {
+        name: "pristine-no-aslr",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &[],
+        launch: Launch::NoAslr,
+    },
+    Cell {
+        name: "pristine-fixed-layout",
+        libs: Libs::Fork(Variant::PRISTINE),
+        args: &["--fixed-layout", "16"],
+        launch: Launch::FixedLayout,
+    },
+    Cell {
+        name: "patched-fixed-layout",
+        libs: Libs::Fork(Variant::PATCHED),
+        args: &["--fixed-layout", "16"],
+        launch: Launch::FixedLayout,
     },
 ];
 
@@ -180,15 +234,23 @@ pub fn python_for(libs: Libs) -> Result<PathBuf> {
     venv_no_deps(&dir.join("mossformer-venv"), &wheels, &[REQUIREMENTS])
 }
 
-fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Path) -> Command {
+fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Path) -> Result<Command> {
     let mut cmd = match cell.launch {
-        Launch::Plain => Command::new(python),
+        Launch::Plain | Launch::FixedLayout => Command::new(python),
         Launch::OneCore => {
             let mut c = Command::new("taskset");
             c.args(["-c", "0"]).arg(python);
             c
         }
+        Launch::NoAslr => {
+            let mut c = Command::new("setarch");
+            c.arg("-R").arg(python);
+            c
+        }
     };
+    if cell.launch == Launch::FixedLayout {
+        cmd.env(mlx_patched::probes::PRELOAD, fixed_layout_library()?);
+    }
     cmd.arg(workspace_root().join(SCRIPT))
         .args(["--cycles", &per_process.to_string()])
         .args(["--seed", &seed.to_string()])
@@ -200,7 +262,7 @@ fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Pa
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd
+    Ok(cmd)
 }
 
 /// A process's output as its record.
@@ -261,7 +323,7 @@ pub fn run(a: RealModelArgs) -> Result<()> {
                 .max()
                 .unwrap_or(0);
             let per = a.per_process.min(a.cycles - cycles);
-            let child = command(c, python, seed, per, kernels)
+            let child = command(c, python, seed, per, kernels)?
                 .spawn()
                 .with_context(|| format!("cannot start {}", python.display()))?;
             running.push(Running {

@@ -43,7 +43,7 @@ struct Config {
   int layouts = 64;
   long stride = 16;
   long first = 0;
-  int blocks = 6;
+  int blocks = 24;
   int dim = 64;
   int frames = 8;
   bool split = true;

@@ -211,10 +211,10 @@ mod tests {
         bad.processes = 2;
         bad.failed_processes = 1;
         let table = render(
-            &[("pristine".into(), cells(5, 995)), ("patched".into(), bad)],
-            "pristine",
+            &[("control".into(), cells(5, 995)), ("fix".into(), bad)],
+            "control",
         );
-        assert!(table.contains("| pristine | 0 | 1000 | 5 | 0.50% |"), "{table}");
+        assert!(table.contains("| control | 0 | 1000 | 5 | 0.50% |"), "{table}");
         assert!(table.contains("(control)"));
         assert!(table.contains("2 (1 failed)"), "{table}");
     }

@@ -96,13 +96,13 @@ pub struct Cell {
 /// switch they change.
 pub const CELLS: &[Cell] = &[
     Cell {
-        name: "pristine",
+        name: Variant::PRISTINE.name,
         libs: Libs::Fork(Variant::PRISTINE),
         args: &[],
         launch: Launch::Plain,
     },
     Cell {
-        name: "patched",
+        name: Variant::PATCHED.name,
         libs: Libs::Fork(Variant::PATCHED),
         args: &[],
         launch: Launch::Plain,

@@ -17,6 +17,7 @@ use crate::python_env::{python_root, venv_no_deps};
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
 use judge::{Cycle, Process, Tally};
+use mlx_patched::pin::{Base, BASES};
 use mlx_patched::{CommandVars, Env, Variant};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -188,20 +189,19 @@ pub struct RealModelArgs {
     pub report: bool,
 }
 
-/// The folder of the selected base's records.
-pub fn records_dir() -> Result<PathBuf> {
-    let base = Env::process().base()?;
-    Ok(workspace_root().join("docs/real-model").join(base.dir_name()))
+/// The folder of a base's records.
+pub fn records_dir(base: &Base) -> PathBuf {
+    workspace_root().join("docs/real-model").join(base.dir_name())
 }
 
-fn records_file(cell: &Cell) -> Result<PathBuf> {
-    Ok(records_dir()?.join(format!("{}.jsonl", cell.name)))
+fn records_file(base: &Base, cell: &Cell) -> PathBuf {
+    records_dir(base).join(format!("{}.jsonl", cell.name))
 }
 
-/// A cell's recorded processes (none if it has no file yet). A line that
-/// does not parse is an error naming the file and the line.
-pub fn recorded(cell: &Cell) -> Result<Vec<Process>> {
-    let path = records_file(cell)?;
+/// A cell's recorded processes on `base` (none if it has no file yet). A
+/// line that does not parse is an error naming the file and the line.
+pub fn recorded(base: &Base, cell: &Cell) -> Result<Vec<Process>> {
+    let path = records_file(base, cell);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -287,14 +287,15 @@ struct Running {
 }
 
 pub fn run(a: RealModelArgs) -> Result<()> {
+    if a.report {
+        return report();
+    }
     crate::deps::install()?;
     mlx_patched::system::cpu_compile_works()?;
     // mlx-audio's package `__init__` imports sounddevice, which loads PortAudio.
     crate::deps::install_debian(&["libportaudio2"])?;
-    if a.report {
-        return report();
-    }
-    std::fs::create_dir_all(records_dir()?)?;
+    let base = Env::process().base()?;
+    std::fs::create_dir_all(records_dir(base))?;
     // Prepare every environment before the first process: builds print
     // progress of their own and would interleave with the run's.
     let mut pythons = Vec::new();
@@ -312,7 +313,7 @@ pub fn run(a: RealModelArgs) -> Result<()> {
             if running.iter().any(|r| r.cell.name == c.name) {
                 continue;
             }
-            let done = recorded(c)?;
+            let done = recorded(base, c)?;
             let cycles: u32 = done.iter().map(|p| p.cycles.len() as u32).sum();
             if cycles >= a.cycles {
                 continue;
@@ -362,8 +363,8 @@ pub fn run(a: RealModelArgs) -> Result<()> {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        append(finished.cell, &p)?;
-        let t = Tally::of(&recorded(finished.cell)?);
+        append(base, finished.cell, &p)?;
+        let t = Tally::of(&recorded(base, finished.cell)?);
         eprintln!(
             "real-model: {:18} {:>5}/{} cycles, {} leaked{} ({} elapsed)",
             finished.cell.name,
@@ -395,8 +396,8 @@ pub fn run(a: RealModelArgs) -> Result<()> {
     report()
 }
 
-fn append(cell: &Cell, p: &Process) -> Result<()> {
-    let path = records_file(cell)?;
+fn append(base: &Base, cell: &Cell, p: &Process) -> Result<()> {
+    let path = records_file(base, cell);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -406,17 +407,23 @@ fn append(cell: &Cell, p: &Process) -> Result<()> {
     Ok(())
 }
 
-/// The table of every cell that has records on the selected base.
+/// The table of every cell recorded on any base, each row named by its
+/// base, against the control on the first base (mlx-rs's).
 pub fn report() -> Result<()> {
     let mut rows = Vec::new();
-    for c in CELLS {
-        let done = recorded(c)?;
-        if !done.is_empty() {
-            rows.push((c.name.to_string(), Tally::of(&done)));
+    for base in BASES {
+        for c in CELLS {
+            let done = recorded(base, c)?;
+            if !done.is_empty() {
+                rows.push((format!("{} {}", base.version, c.name), Tally::of(&done)));
+            }
         }
     }
-    let base = Env::process().base()?;
-    println!("MossFormer2_SE on {} (records in {}):\n", base.version, records_dir()?.display());
-    print!("{}", judge::render(&rows, CELLS[0].name));
+    let control = format!("{} {}", BASES[0].version, CELLS[0].name);
+    println!(
+        "MossFormer2_SE (records in {}):\n",
+        workspace_root().join("docs/real-model").display()
+    );
+    print!("{}", judge::render(&rows, &control));
     Ok(())
 }

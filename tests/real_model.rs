@@ -15,8 +15,8 @@ use std::process::Command;
 /// A process of `pristine-fixed-layout` that leaked, from its record in
 /// `docs/real-model/v0.32.2/pristine-fixed-layout.jsonl`: its seed, and
 /// the cycle that leaked.
-const SEED: u64 = REPLAY_SEED;
-const LEAKING_CYCLE: usize = REPLAY_CYCLE;
+const SEED: u64 = 0;
+const LEAKING_CYCLE: usize = 0;
 
 fn replay(variant: Variant) -> Vec<i64> {
     let python = python_for(Libs::Fork(variant)).expect("the cell's environment");

@@ -19,7 +19,9 @@
 // split, each with `split`), and the same layouts leak in every run.
 //
 // Usage: fixed_layout_leak [--layouts N] [--stride BYTES] [--first PAD]
-//                          [--blocks N] [--slices]
+//                          [--blocks N] [--slices] [--ordinary-heap]
+// --ordinary-heap leaves the allocation functions to malloc: the same
+// cycles, with the walk order left to the heap, as in the real model.
 // Output, one line per layout, then a summary:
 //   layout <pad> retained_bytes <n> digest <hex>
 //   summary layouts <n> leaked <k> leaked_set <hex> digest <hex>
@@ -47,6 +49,7 @@ struct Config {
   int dim = 64;
   int frames = 8;
   bool split = true;
+  bool fixed = true;
 };
 
 Config parse(int argc, char** argv) {
@@ -70,10 +73,12 @@ Config parse(int argc, char** argv) {
       c.blocks = static_cast<int>(value());
     } else if (a == "--slices") {
       c.split = false;
+    } else if (a == "--ordinary-heap") {
+      c.fixed = false;
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--layouts N] [--stride BYTES] [--first PAD] [--blocks N] [--slices]\n",
+          "usage: %s [--layouts N] [--stride BYTES] [--first PAD] [--blocks N] [--slices] [--ordinary-heap]\n",
           argv[0]);
       std::exit(2);
     }
@@ -127,7 +132,12 @@ mx::array block(const mx::array& x, const Block& w, bool split) {
 // One cycle at layout `pad`: weights made and evaluated, the compiled forward
 // traced and run once, everything dropped. Returns the output's digest.
 uint64_t cycle(const Config& cfg, const mx::array& x, long pad) {
-  fixed_layout::start();
+  auto start = [&] {
+    if (cfg.fixed) {
+      fixed_layout::start();
+    }
+  };
+  start();
   std::vector<Block> weights;
   for (int i = 0; i < cfg.blocks; ++i) {
     auto key = [&](int j) { return mx::random::key(100 * i + j); };
@@ -145,8 +155,10 @@ uint64_t cycle(const Config& cfg, const mx::array& x, long pad) {
   for (auto& w : weights) {
     mx::eval({w.to_hidden, w.to_qk, w.to_out, w.gamma, w.beta});
   }
-  fixed_layout::start();
-  fixed_layout::pad(static_cast<std::size_t>(pad));
+  start();
+  if (cfg.fixed) {
+    fixed_layout::pad(static_cast<std::size_t>(pad));
+  }
   auto forward = [weights, split = cfg.split](const std::vector<mx::array>& in) {
     auto h = in[0];
     for (auto& w : weights) {

@@ -187,21 +187,25 @@ pub struct RealModelArgs {
     /// Print the table of every recorded cell and run nothing.
     #[arg(long)]
     pub report: bool,
+    /// Keep the records here instead of `docs/real-model`.
+    #[arg(long)]
+    pub records: Option<PathBuf>,
 }
 
-/// The folder of a base's records.
-pub fn records_dir(base: &Base) -> PathBuf {
-    workspace_root().join("docs/real-model").join(base.dir_name())
+/// Where the experiment's records are kept: `<root>/<base>/<cell>.jsonl`.
+pub fn records_root() -> PathBuf {
+    workspace_root().join("docs/real-model")
 }
 
-fn records_file(base: &Base, cell: &Cell) -> PathBuf {
-    records_dir(base).join(format!("{}.jsonl", cell.name))
+fn records_file(root: &Path, base: &Base, cell: &Cell) -> PathBuf {
+    root.join(base.dir_name()).join(format!("{}.jsonl", cell.name))
 }
 
-/// A cell's recorded processes on `base` (none if it has no file yet). A
-/// line that does not parse is an error naming the file and the line.
-pub fn recorded(base: &Base, cell: &Cell) -> Result<Vec<Process>> {
-    let path = records_file(base, cell);
+/// A cell's recorded processes on `base` under `root` (none if it has no
+/// file yet). A line that does not parse is an error naming the file and
+/// the line.
+pub fn recorded(root: &Path, base: &Base, cell: &Cell) -> Result<Vec<Process>> {
+    let path = records_file(root, base, cell);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -287,15 +291,16 @@ struct Running {
 }
 
 pub fn run(a: RealModelArgs) -> Result<()> {
+    let root = a.records.clone().unwrap_or_else(records_root);
     if a.report {
-        return report();
+        return report(&root);
     }
     crate::deps::install()?;
     mlx_patched::system::cpu_compile_works()?;
     // mlx-audio's package `__init__` imports sounddevice, which loads PortAudio.
     crate::deps::install_debian(&["libportaudio2"])?;
     let base = Env::process().base()?;
-    std::fs::create_dir_all(records_dir(base))?;
+    std::fs::create_dir_all(root.join(base.dir_name()))?;
     // Prepare every environment before the first process: builds print
     // progress of their own and would interleave with the run's.
     let mut pythons = Vec::new();
@@ -313,7 +318,7 @@ pub fn run(a: RealModelArgs) -> Result<()> {
             if running.iter().any(|r| r.cell.name == c.name) {
                 continue;
             }
-            let done = recorded(base, c)?;
+            let done = recorded(&root, base, c)?;
             let cycles: u32 = done.iter().map(|p| p.cycles.len() as u32).sum();
             if cycles >= a.cycles {
                 continue;
@@ -363,8 +368,8 @@ pub fn run(a: RealModelArgs) -> Result<()> {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        append(base, finished.cell, &p)?;
-        let t = Tally::of(&recorded(base, finished.cell)?);
+        append(&root, base, finished.cell, &p)?;
+        let t = Tally::of(&recorded(&root, base, finished.cell)?);
         eprintln!(
             "real-model: {:18} {:>5}/{} cycles, {} leaked{} ({} elapsed)",
             finished.cell.name,
@@ -393,11 +398,11 @@ pub fn run(a: RealModelArgs) -> Result<()> {
             ));
         }
     }
-    report()
+    report(&root)
 }
 
-fn append(base: &Base, cell: &Cell, p: &Process) -> Result<()> {
-    let path = records_file(base, cell);
+fn append(root: &Path, base: &Base, cell: &Cell, p: &Process) -> Result<()> {
+    let path = records_file(root, base, cell);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -409,21 +414,18 @@ fn append(base: &Base, cell: &Cell, p: &Process) -> Result<()> {
 
 /// The table of every cell recorded on any base, each row named by its
 /// base, against the control on the first base (mlx-rs's).
-pub fn report() -> Result<()> {
+pub fn report(root: &Path) -> Result<()> {
     let mut rows = Vec::new();
     for base in BASES {
         for c in CELLS {
-            let done = recorded(base, c)?;
+            let done = recorded(root, base, c)?;
             if !done.is_empty() {
                 rows.push((format!("{} {}", base.version, c.name), Tally::of(&done)));
             }
         }
     }
     let control = format!("{} {}", BASES[0].version, CELLS[0].name);
-    println!(
-        "MossFormer2_SE (records in {}):\n",
-        workspace_root().join("docs/real-model").display()
-    );
+    println!("MossFormer2_SE (records in {}):\n", root.display());
     print!("{}", judge::render(&rows, &control));
     Ok(())
 }

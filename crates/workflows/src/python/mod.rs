@@ -487,7 +487,8 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
                     String::from_utf8_lossy(&out.stderr)
                 ));
             }
-            let recs = records(&String::from_utf8_lossy(&out.stdout));
+            // All kinds: `records` keeps the cycles only.
+            let recs = parse_records(&String::from_utf8_lossy(&out.stdout));
             let all: Vec<&Record> = recs.iter().filter(|r| r.kind == "layout").collect();
             layouts = all.len();
             *run = all

@@ -83,10 +83,22 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The fixed-layout probe's files in `crates/probes/cpp/`.
+const FIXED_LAYOUT_STEM: &str = "fixed_layout";
+
 /// The source files a run compiles and runs besides MLX: the probes, and
 /// under AddressSanitizer the Rust side too.
 fn hashed_files(sanitizer: Sanitizer) -> Result<Vec<PathBuf>> {
-    let mut files = probes::source_files()?;
+    // The fixed-layout probe and its allocator (finding 013) replace the
+    // allocation functions, so no sanitizer run builds or runs them, and no
+    // other probe includes them: they change no recorded run.
+    let mut files: Vec<PathBuf> = probes::source_files()?
+        .into_iter()
+        .filter(|f| {
+            !f.file_stem()
+                .is_some_and(|s| s.to_string_lossy().starts_with(FIXED_LAYOUT_STEM))
+        })
+        .collect();
     if sanitizer == Sanitizer::Address {
         files.extend(rust_inputs()?);
     }

@@ -19,6 +19,7 @@ pub mod mlx_audio;
 pub mod mlx_lm;
 pub mod peer_suite;
 pub mod mlx_rs;
+pub mod mossformer2;
 pub mod provenance;
 pub mod python;
 pub mod python_env;

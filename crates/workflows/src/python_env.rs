@@ -414,3 +414,18 @@ mod tests {
         }
     }
 }
+
+/// mlx-audio and what it imports, pinned by hash, installed without their
+/// dependencies: mlx-audio 0.6.2 pins `mlx==0.32.4`, and on 0.32.2 an
+/// environment keeps its own `mlx`, as the real-model recipe installs it.
+const MLX_AUDIO_REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.txt";
+
+/// The interpreter of an environment with `wheels` and mlx-audio, in `dir`.
+pub fn mlx_audio_env_with(dir: &Path, wheels: &[PathBuf]) -> Result<PathBuf> {
+    venv_no_deps(&dir.join("mossformer-venv"), wheels, &[MLX_AUDIO_REQUIREMENTS])
+}
+
+/// The same over the fork's wheels of `variant`, on the selected base.
+pub fn mlx_audio_env(variant: Variant) -> Result<PathBuf> {
+    mlx_audio_env_with(&python_root()?.join(variant.name), &build_wheel(variant)?.files())
+}

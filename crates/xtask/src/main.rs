@@ -48,6 +48,9 @@ enum Command {
     MlxRs,
     /// mlx-rs 0.33 through the drop-in mlx-sys, on patched and pristine.
     MlxRsCheck,
+    /// MossFormer2_SE's Rust port against mlx-audio, bit for bit, on patched
+    /// and pristine (docs/mossformer2.md).
+    Mossformer2Check,
     /// Build MLX's Python bindings for a variant into a virtual environment
     /// and print its python.
     Python {
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         } => w::mlx::mlx_tests(variant, &doctest_args),
         Command::MlxRs => w::mlx_rs::print_setup(),
         Command::MlxRsCheck => w::mlx_rs::check_cmd(),
+        Command::Mossformer2Check => w::mossformer2::check_cmd(),
         Command::Python { variant } => w::python_env::python_cmd(variant),
         Command::Wheel => w::python_env::wheel_cmd(),
         Command::PythonCheck => w::python::check_cmd(),

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The patched prefix, built if needed.
-fn prefix_of(variant: Variant) -> Result<Artifacts> {
+pub(crate) fn prefix_of(variant: Variant) -> Result<Artifacts> {
     Ok(mlx_patched::build(variant, &crate::workspace::options()?)?)
 }
 
@@ -112,7 +112,7 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
 /// through mlx-patched (sharing this checkout's build of it), the control
 /// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
 /// mlx-c is compiled once per variant for every project that builds it.
-fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
+pub(crate) fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
     let root = crate::workspace::options()?.root;
     Ok(if variant == Variant::PATCHED {
         vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
@@ -154,7 +154,7 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
 
 /// `cargo fetch --locked` of a test project: the only step of these
 /// checks that may use the network. Every build after it is offline.
-fn fetch_once(manifest: &Path) -> Result<()> {
+pub(crate) fn fetch_once(manifest: &Path) -> Result<()> {
     crate::workspace::run(
         cargo()
             .args(["fetch", "--locked", "--quiet", "--manifest-path"])
@@ -165,7 +165,7 @@ fn fetch_once(manifest: &Path) -> Result<()> {
 /// `--offline`, and a proxy that refuses every connection, so that any
 /// download in the build, a nested `cargo` included, fails it: what a user
 /// gets from `cargo build --offline` once the crates are in Cargo's cache.
-fn without_network(cmd: &mut Command) {
+pub(crate) fn without_network(cmd: &mut Command) {
     cmd.arg("--offline")
         .var(
             mlx_patched::other_vars::CARGO_HTTP_PROXY,

@@ -3,8 +3,9 @@
 //! (docs/findings/013).
 //!
 //! A cell is a library set (the fork's pristine or patched wheels of the
-//! selected base, or the official wheels of its release) and the recipe's
-//! switches (`tests/python/mossformer_cycles.py`). Each process runs a few
+//! selected base, the official wheels of its release, or the Rust port over
+//! mlx-rs linked to a variant) and the recipe's switches
+//! (`tests/python/mossformer_cycles.py`, `mossformer2-cycles`). Each process runs a few
 //! cycles and its record is appended to `docs/real-model/<base>/<cell>.jsonl`
 //! as soon as it ends, so a run stopped at any point goes on where it was:
 //! the next process takes the next seeds. Cells run side by side, one
@@ -13,7 +14,7 @@
 
 pub mod judge;
 
-use crate::python_env::{python_root, venv_no_deps};
+use crate::python_env::{mlx_audio_env, mlx_audio_env_with, python_root};
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
 use judge::{Cycle, Process, Tally};
@@ -25,10 +26,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 const SCRIPT: &str = "tests/python/mossformer_cycles.py";
-/// mlx-audio and what it imports, pinned by hash, installed without their
-/// dependencies: mlx-audio 0.6.2 pins `mlx==0.32.4`, and on 0.32.2 the
-/// cells keep their own `mlx`, as the issue's recipe installs it.
-const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.txt";
 
 /// The fixed heap layout as a library to preload into Python
 /// (`tests/support/fixed_layout_preload.cpp`, finding 013), compiled with
@@ -68,6 +65,9 @@ pub enum Libs {
     Fork(Variant),
     /// The official wheels of the selected base's release.
     Official,
+    /// The Rust port (`crates/mossformer2`) over mlx-rs, its drop-in
+    /// mlx-sys linked to a variant of the selected base.
+    Rust(Variant),
 }
 
 /// How a cell's processes are started.
@@ -162,6 +162,37 @@ pub const CELLS: &[Cell] = &[
         args: &["--fixed-layout", "16"],
         launch: Launch::FixedLayout,
     },
+    // The same recipe through mlx-rs (`mossformer2-cycles`), control first.
+    Cell {
+        name: "rust-pristine",
+        libs: Libs::Rust(Variant::PRISTINE),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "rust-patched",
+        libs: Libs::Rust(Variant::PATCHED),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "rust-suggested",
+        libs: Libs::Rust(Variant::SUGGESTED),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "rust-pristine-slices",
+        libs: Libs::Rust(Variant::PRISTINE),
+        args: &["--slices"],
+        launch: Launch::Plain,
+    },
+    Cell {
+        name: "rust-pristine-no-eval",
+        libs: Libs::Rust(Variant::PRISTINE),
+        args: &["--no-eval"],
+        launch: Launch::Plain,
+    },
 ];
 
 pub fn cell(name: &str) -> Result<&'static Cell> {
@@ -220,25 +251,54 @@ pub fn recorded(root: &Path, base: &Base, cell: &Cell) -> Result<Vec<Process>> {
         .collect()
 }
 
+/// What a cell's processes run: the Rust port's experiment binary, or the
+/// interpreter of the cell's Python environment.
+fn program_for(libs: Libs) -> Result<PathBuf> {
+    match libs {
+        Libs::Rust(v) => {
+            let base = Env::process().base()?;
+            if base.mlxc.is_none() {
+                return Err(anyhow!(
+                    "the Rust cells need mlx-rs, whose mlx-c compiles only against MLX {}; \
+                     this run's base is {}",
+                    BASES[0].version,
+                    base.version
+                ));
+            }
+            Ok(crate::mossformer2::build(v)?.join(RUST_BINARY))
+        }
+        _ => python_for(libs),
+    }
+}
+
+const RUST_BINARY: &str = "mossformer2-cycles";
+
 /// The interpreter of a cell's environment: its wheels, then mlx-audio and
 /// what it imports, without dependencies.
 pub fn python_for(libs: Libs) -> Result<PathBuf> {
-    let (dir, wheels) = match libs {
-        Libs::Fork(v) => (
-            python_root()?.join(v.name),
-            crate::python_env::build_wheel(v)?.files(),
-        ),
+    match libs {
+        Libs::Rust(_) => Err(anyhow!("a Rust cell has no Python environment")),
+        Libs::Fork(v) => mlx_audio_env(v),
         Libs::Official => {
             let base = Env::process().base()?;
             let files = crate::provenance::official_wheels(base)?
                 .map_err(|why| anyhow!("the official {} wheels: {why}", base.version))?;
-            (python_root()?.join("official"), files)
+            mlx_audio_env_with(&python_root()?.join("official"), &files)
         }
-    };
-    venv_no_deps(&dir.join("mossformer-venv"), &wheels, &[REQUIREMENTS])
+    }
 }
 
 fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Path) -> Result<Command> {
+    if let Libs::Rust(_) = cell.libs {
+        let mut cmd = Command::new(python);
+        cmd.args(["--cycles", &per_process.to_string()])
+            .args(["--seed", &seed.to_string()])
+            .args(cell.args)
+            .var(mlx_patched::other_vars::TMPDIR, kernels)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        return Ok(cmd);
+    }
     let mut cmd = match cell.launch {
         Launch::Plain | Launch::FixedLayout => Command::new(python),
         Launch::OneCore => {
@@ -305,7 +365,7 @@ pub fn run(a: RealModelArgs) -> Result<()> {
     // progress of their own and would interleave with the run's.
     let mut pythons = Vec::new();
     for c in &a.cells {
-        let python = python_for(c.libs)?;
+        let python = program_for(c.libs)?;
         let kernels = python_root()?.join("real-model-kernels").join(c.name);
         std::fs::create_dir_all(&kernels)?;
         pythons.push((*c, python, kernels));
@@ -412,20 +472,28 @@ fn append(root: &Path, base: &Base, cell: &Cell, p: &Process) -> Result<()> {
     Ok(())
 }
 
-/// The table of every cell recorded on any base, each row named by its
-/// base, against the control on the first base (mlx-rs's).
+/// The tables of every cell recorded on any base, each row named by its
+/// base: the Python cells against the control on the first base (mlx-rs's),
+/// the Rust cells against the Rust control.
 pub fn report(root: &Path) -> Result<()> {
-    let mut rows = Vec::new();
-    for base in BASES {
-        for c in CELLS {
-            let done = recorded(root, base, c)?;
-            if !done.is_empty() {
-                rows.push((format!("{} {}", base.version, c.name), Tally::of(&done)));
+    println!("MossFormer2_SE (records in {}):", root.display());
+    for rust in [false, true] {
+        let mut rows = Vec::new();
+        for base in BASES {
+            for c in CELLS.iter().filter(|c| matches!(c.libs, Libs::Rust(_)) == rust) {
+                let done = recorded(root, base, c)?;
+                if !done.is_empty() {
+                    rows.push((format!("{} {}", base.version, c.name), Tally::of(&done)));
+                }
             }
         }
+        if rows.is_empty() {
+            continue;
+        }
+        let first = CELLS.iter().find(|c| matches!(c.libs, Libs::Rust(_)) == rust).expect("a control");
+        let control = format!("{} {}", BASES[0].version, first.name);
+        println!("\n{}:\n", if rust { "Rust, over mlx-rs (crates/mossformer2)" } else { "Python, mlx-audio" });
+        print!("{}", judge::render(&rows, &control));
     }
-    let control = format!("{} {}", BASES[0].version, CELLS[0].name);
-    println!("MossFormer2_SE (records in {}):\n", root.display());
-    print!("{}", judge::render(&rows, &control));
     Ok(())
 }

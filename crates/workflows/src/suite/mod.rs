@@ -24,6 +24,7 @@ const LINKED_VARIANT_TESTS: &[&str] = &["rust_api_leak", "semantics", "fuzz"];
 pub const SLOW_CHECKS: &[&str] = &[
     "fuzz_differential",
     "mlx_rs_check",
+    "mossformer2_check",
     "python_package",
     "mlx_lm_check",
     "mlx_audio_check",

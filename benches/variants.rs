@@ -15,6 +15,12 @@
 //!   variant's mlx-lm environment by `tests/python/model_server.py --bench`
 //!   (made by `cargo xtask mlx-lm-check`).
 //!
+//! * `mossformer2_iteration`: the report's iteration on its own model through
+//!   mlx-rs (`crates/mossformer2`'s `mossformer2-cycles --bench`): build
+//!   MossFormer2_SE with fresh weights, evaluate them, compile, run 8 frames,
+//!   drop; with `split` and with two slices (made by
+//!   `cargo xtask mossformer2-check`).
+//!
 //! Criterion measures every variant; then interleaved rounds (both variants
 //! under the same machine load) give the ratio patched / pristine, printed
 //! with its goal. Last, a peer comparison: the report's cycle through this
@@ -288,5 +294,67 @@ fn peer_comparison() {
     );
 }
 
-criterion_group!(benches, variants, mlx_lm);
+/// The port's experiment binary for a variant, beside its MLX build
+/// (`target/mossformer2/<variant>/release`).
+fn mossformer2_binary(v: &Variant) -> Option<std::path::PathBuf> {
+    let target = std::path::Path::new(v.prefix).ancestors().nth(4)?;
+    let bin = target.join("mossformer2").join(v.name).join("release/mossformer2-cycles");
+    bin.is_file().then_some(bin)
+}
+
+fn timed_mossformer2(bin: &std::path::Path, slices: bool, iters: u64) -> Duration {
+    let mut cmd = Command::new(bin);
+    cmd.args(["--bench", &iters.to_string()]);
+    if slices {
+        cmd.arg("--slices");
+    }
+    nanoseconds(&mut cmd, "mossformer2-cycles --bench")
+}
+
+/// The report's anchor: 138 ms with two slices against 139 ms with `split`,
+/// on its machine. Here: patched against pristine, and slices against
+/// `split`, each in interleaved rounds.
+fn mossformer2(c: &mut Criterion) {
+    let (pristine, patched) = (
+        variant(mlx_patched::Variant::PRISTINE),
+        variant(mlx_patched::Variant::PATCHED),
+    );
+    let (Some(bin_pristine), Some(bin_patched)) = (mossformer2_binary(pristine), mossformer2_binary(patched)) else {
+        println!("\nmossformer2: the port is not built for both variants; `cargo xtask mossformer2-check` builds it");
+        return;
+    };
+    let mut group = c.benchmark_group("mossformer2_iteration");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(20));
+    for (name, bin, slices) in [
+        ("pristine_split", &bin_pristine, false),
+        ("patched_split", &bin_patched, false),
+        ("patched_slices", &bin_patched, true),
+    ] {
+        group.bench_function(name, |b| b.iter_custom(|iters| timed_mossformer2(bin, slices, iters)));
+    }
+    group.finish();
+    const UNIT: u64 = 4;
+    let ratio = |num: (&std::path::Path, bool), den: (&std::path::Path, bool)| {
+        median(
+            (0..ROUNDS)
+                .map(|_| {
+                    timed_mossformer2(num.0, num.1, UNIT).as_secs_f64()
+                        / timed_mossformer2(den.0, den.1, UNIT).as_secs_f64()
+                })
+                .collect(),
+        )
+    };
+    println!("\nmossformer2 iteration, median of {ROUNDS} interleaved rounds of {UNIT}:\n");
+    for (what, r) in [
+        ("patched / pristine (split)", ratio((&bin_patched, false), (&bin_pristine, false))),
+        ("slices / split (patched)", ratio((&bin_patched, true), (&bin_patched, false))),
+    ] {
+        println!("{what:28} | {r:7.3} | goal 1.02 | {}", if r <= 1.02 { "yes" } else { "NO" });
+    }
+}
+
+criterion_group!(benches, variants, mlx_lm, mossformer2);
 criterion_main!(benches);

@@ -15,6 +15,9 @@
 //! second compile-cache entry) and adds `live_one`, `live_two` (active
 //! memory above the cycle's start with one entry and with two) and
 //! `weights` to the record.
+//!
+//! `--bench N` times N iterations after one untimed one and prints only
+//! the nanoseconds they took, for the benchmark (`benches/variants.rs`).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -29,10 +32,11 @@ struct Args {
     split: Split,
     eval: bool,
     second: Option<i32>,
+    bench: Option<u64>,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { cycles: 20, seed: 0, frames: 8, split: Split::Op, eval: true, second: None };
+    let mut a = Args { cycles: 20, seed: 0, frames: 8, split: Split::Op, eval: true, second: None, bench: None };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut number = || it.next().and_then(|v| v.parse::<u64>().ok()).ok_or(format!("{arg} needs a number"));
@@ -41,6 +45,7 @@ fn parse() -> Result<Args, String> {
             "--seed" => a.seed = number()?,
             "--frames" => a.frames = number()?.clamp(1, 1 << 20) as i32,
             "--second-shape" => a.second = Some(number()?.clamp(1, 1 << 20) as i32),
+            "--bench" => a.bench = Some(number()?),
             "--slices" => a.split = Split::Slices,
             "--no-eval" => a.eval = false,
             _ => return Err(format!("unknown argument {arg}")),
@@ -76,8 +81,34 @@ fn refuse_without_compile() -> Result<(), String> {
     Ok(())
 }
 
+/// One iteration of the recipe, as a user's loop runs it.
+fn iteration(x: &Array, seed: u64, a: &Args) -> Result<(), mossformer2::Error> {
+    let mut model = MossFormer2SE::fresh(seed, a.split)?;
+    if a.eval {
+        model.eval_parameters()?;
+    }
+    model.mask(x)?.eval()?;
+    Ok(())
+}
+
+fn bench(a: &Args, n: u64) -> Result<(), String> {
+    let x = features(a.frames, 12345)?;
+    iteration(&x, a.seed, a).map_err(|e| e.to_string())?;
+    settled()?;
+    let t0 = Instant::now();
+    for i in 0..n {
+        iteration(&x, a.seed + 1 + i, a).map_err(|e| e.to_string())?;
+    }
+    settled()?;
+    println!("{}", t0.elapsed().as_nanos());
+    Ok(())
+}
+
 fn run(a: &Args) -> Result<(), String> {
     refuse_without_compile()?;
+    if let Some(n) = a.bench {
+        return bench(a, n);
+    }
     let e = |e: mossformer2::Error| e.to_string();
     let x = features(a.frames, 12345)?;
     settled()?;

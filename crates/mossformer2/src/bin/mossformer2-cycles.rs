@@ -9,7 +9,10 @@
 //! driver (`cargo xtask real-model`) reads both.
 //!
 //!   mossformer2-cycles [--cycles N] [--seed S] [--frames F] [--slices]
-//!                      [--no-eval] [--second-shape FRAMES]
+//!                      [--no-eval] [--second-shape FRAMES] [--weights W]
+//!
+//! `--weights` loads a checkpoint each cycle instead of drawing fresh
+//! weights.
 //!
 //! `--second-shape` calls the model a second time at another length (a
 //! second compile-cache entry) and adds `live_one`, `live_two` (active
@@ -33,10 +36,11 @@ struct Args {
     eval: bool,
     second: Option<i32>,
     bench: Option<u64>,
+    weights: Option<std::path::PathBuf>,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { cycles: 20, seed: 0, frames: 8, split: Split::Op, eval: true, second: None, bench: None };
+    let mut a = Args { cycles: 20, seed: 0, frames: 8, split: Split::Op, eval: true, second: None, bench: None, weights: None };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut number = || it.next().and_then(|v| v.parse::<u64>().ok()).ok_or(format!("{arg} needs a number"));
@@ -46,6 +50,7 @@ fn parse() -> Result<Args, String> {
             "--frames" => a.frames = number()?.clamp(1, 1 << 20) as i32,
             "--second-shape" => a.second = Some(number()?.clamp(1, 1 << 20) as i32),
             "--bench" => a.bench = Some(number()?),
+            "--weights" => a.weights = Some(it.next().ok_or("--weights needs a path")?.into()),
             "--slices" => a.split = Split::Slices,
             "--no-eval" => a.eval = false,
             _ => return Err(format!("unknown argument {arg}")),
@@ -117,7 +122,13 @@ fn run(a: &Args) -> Result<(), String> {
         let t0 = Instant::now();
         let mut shapes = String::new();
         {
-            let mut model = MossFormer2SE::fresh(a.seed + i, a.split).map_err(e)?;
+            // A checkpoint, as a user loads one (its arrays are read lazily
+            // unless evaluated), or fresh weights, as mlx-audio's recipe.
+            let mut model = match &a.weights {
+                Some(w) => MossFormer2SE::load(w, a.split),
+                None => MossFormer2SE::fresh(a.seed + i, a.split),
+            }
+            .map_err(e)?;
             if a.eval {
                 model.eval_parameters().map_err(e)?;
             }

@@ -18,8 +18,8 @@
 //! * `mossformer2_iteration`: the report's iteration on its own model through
 //!   mlx-rs (`crates/mossformer2`'s `mossformer2-cycles --bench`): build
 //!   MossFormer2_SE with fresh weights, evaluate them, compile, run 8 frames,
-//!   drop; with `split` and with two slices (made by
-//!   `cargo xtask mossformer2-check`).
+//!   drop; with `split` and with two slices (built optimized by
+//!   `cargo xtask real-model --cells rust-pristine,rust-patched`).
 //!
 //! Criterion measures every variant; then interleaved rounds (both variants
 //! under the same machine load) give the ratio patched / pristine, printed
@@ -320,7 +320,7 @@ fn mossformer2(c: &mut Criterion) {
         variant(mlx_patched::Variant::PATCHED),
     );
     let (Some(bin_pristine), Some(bin_patched)) = (mossformer2_binary(pristine), mossformer2_binary(patched)) else {
-        println!("\nmossformer2: the port is not built for both variants; `cargo xtask mossformer2-check` builds it");
+        println!("\nmossformer2: the port is not built optimized for both variants; `cargo xtask real-model --cells rust-pristine,rust-patched --cycles 0` builds it");
         return;
     };
     let mut group = c.benchmark_group("mossformer2_iteration");

@@ -43,17 +43,31 @@ fn port_cargo(variant: Variant, args: &[&str]) -> Result<Command> {
     Ok(c)
 }
 
-/// Builds the port's binaries (optimized, as a user runs them) against
-/// `variant`; returns the folder that holds them.
-pub fn build(variant: Variant) -> Result<PathBuf> {
-    eprintln!("building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {}", variant.name);
-    crate::workspace::run(&mut port_cargo(variant, &["build", "--release", "--quiet", "--bins"])?)?;
-    Ok(target_of(variant)?.join("release"))
+/// How the port's binaries are compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Cargo's dev profile: compiled fastest, for the check's comparisons
+    /// (MLX itself is optimized either way).
+    Dev,
+    /// Optimized, as a user ships it: for timings and the experiment.
+    Release,
+}
+
+/// Builds the port's binaries against `variant`; returns the folder that
+/// holds them.
+pub fn build(variant: Variant, profile: Profile) -> Result<PathBuf> {
+    eprintln!("building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {} ({profile:?})", variant.name);
+    let mut args = vec!["build", "--quiet", "--bins"];
+    if profile == Profile::Release {
+        args.push("--release");
+    }
+    crate::workspace::run(&mut port_cargo(variant, &args)?)?;
+    Ok(target_of(variant)?.join(if profile == Profile::Release { "release" } else { "debug" }))
 }
 
 /// The port's own tests against `variant`: its size and its errors.
 fn port_tests(variant: Variant) -> Result<crate::workspace::Ran> {
-    let out = port_cargo(variant, &["test", "--release", "--quiet"])?
+    let out = port_cargo(variant, &["test", "--quiet"])?
         .output()
         .context("cannot run cargo test on crates/mossformer2")?;
     Ok(crate::workspace::Ran::from(&out))
@@ -167,7 +181,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     crate::deps::install_debian(&["libportaudio2"])?;
     let mut t = Tally::new();
     for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let bins = build(variant)?;
+        let bins = build(variant, Profile::Dev)?;
         for (frames, slices) in [(8, false), (300, false), (300, true)] {
             let c = compare(variant, &bins, frames, slices)?;
             println!(
@@ -197,7 +211,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
         .join(format!("{}-8", Variant::PATCHED.name))
         .join("weights.safetensors");
     for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let bins = build(variant)?;
+        let bins = build(variant, Profile::Dev)?;
         for lazy in [false, true] {
             let s = second_shape(&bins, &weights, lazy)?;
             let added = s.two - s.one;
@@ -225,7 +239,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     // in about 1 cycle in 140 on the control, so three cycles cannot show
     // it; the claim is the experiment's (`cargo xtask real-model`).
     for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let kept = cycles(&build(variant)?, 3)?;
+        let kept = cycles(&build(variant, Profile::Dev)?, 3)?;
         println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
         rows.push(Row::note(format!(
             "MossFormer2_SE, Rust port on {}: bytes kept in 3 cycles {kept:?}",

@@ -265,7 +265,7 @@ fn program_for(libs: Libs) -> Result<PathBuf> {
                     base.version
                 ));
             }
-            Ok(crate::mossformer2::build(v)?.join(RUST_BINARY))
+            Ok(crate::mossformer2::build(v, crate::mossformer2::Profile::Release)?.join(RUST_BINARY))
         }
         _ => python_for(libs),
     }

@@ -180,10 +180,14 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     mlx_patched::system::cpu_compile_works()?;
     crate::deps::install_debian(&["libportaudio2"])?;
     let mut t = Tally::new();
-    for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let bins = build(variant, Profile::Dev)?;
+    // Each variant's binaries, built once for every step below.
+    let built: Vec<(Variant, PathBuf)> = [Variant::PRISTINE, Variant::PATCHED]
+        .into_iter()
+        .map(|v| build(v, Profile::Dev).map(|bins| (v, bins)))
+        .collect::<Result<_>>()?;
+    for &(variant, ref bins) in &built {
         for (frames, slices) in [(8, false), (300, false), (300, true)] {
-            let c = compare(variant, &bins, frames, slices)?;
+            let c = compare(variant, bins, frames, slices)?;
             println!(
                 "mossformer2 {} {frames} frames{}: {}",
                 variant.name,
@@ -210,10 +214,9 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
         .join("mossformer2/compare")
         .join(format!("{}-8", Variant::PATCHED.name))
         .join("weights.safetensors");
-    for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let bins = build(variant, Profile::Dev)?;
+    for &(variant, ref bins) in &built {
         for lazy in [false, true] {
-            let s = second_shape(&bins, &weights, lazy)?;
+            let s = second_shape(bins, &weights, lazy)?;
             let added = s.two - s.one;
             let share = added as f64 / s.weights as f64;
             let how = if lazy { "loaded lazily" } else { "evaluated first" };
@@ -238,8 +241,8 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     // A few cycles on each, as a figure, not a claim: the real model leaks
     // in about 1 cycle in 140 on the control, so three cycles cannot show
     // it; the claim is the experiment's (`cargo xtask real-model`).
-    for variant in [Variant::PRISTINE, Variant::PATCHED] {
-        let kept = cycles(&build(variant, Profile::Dev)?, 3)?;
+    for &(variant, ref bins) in &built {
+        let kept = cycles(bins, 3)?;
         println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
         rows.push(Row::note(format!(
             "MossFormer2_SE, Rust port on {}: bytes kept in 3 cycles {kept:?}",

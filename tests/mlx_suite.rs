@@ -63,6 +63,10 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
         "0013-vmap-maps-a-broadcast-by-its-shape-inputs",
         &["test shapeless compile of vmap of a broadcast"],
     ),
+    (
+        "0014-compile-reads-a-lazily-loaded-capture-once",
+        &["test compile shares a lazily loaded capture between shapes"],
+    ),
 ];
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.

@@ -45,6 +45,9 @@ pub struct Variant {
     pub extra_patches: &'static [&'static str],
     /// The part of the series applied (`None`: all of it). Unused with a base.
     pub series_paths: Option<&'static str>,
+    /// Patches of the series left out, by the start of their file name
+    /// (`"0008-"`): an ablation of one fix. Unused with a base.
+    pub leaves_out: &'static [&'static str],
     pub expect: Expect,
 }
 
@@ -55,6 +58,7 @@ impl Variant {
         base: None,
         extra_patches: &[],
         series_paths: Some(PRISTINE_PATHS),
+        leaves_out: &[],
         expect: Expect::Leaks,
     };
     /// Upstream with the whole series: what users link.
@@ -63,6 +67,7 @@ impl Variant {
         base: None,
         extra_patches: &[],
         series_paths: None,
+        leaves_out: &[],
         expect: Expect::Fixed,
     };
     /// The fix the leak report suggests (clear the siblings of every
@@ -73,7 +78,19 @@ impl Variant {
         base: Some(Variant::PRISTINE.name),
         extra_patches: &["docs/rejected/suggested-clear-siblings.patch"],
         series_paths: None,
+        leaves_out: &[],
         expect: Expect::Wrong,
+    };
+    /// The series without `0008` (sibling groups released under a lock):
+    /// how far `0001` alone stops the real model's leak. Not one of
+    /// [`VARIANTS`]: only `cargo xtask real-model` builds it, for one cell.
+    pub const PATCHED_WITHOUT_0008: Variant = Variant {
+        name: "patched-without-0008",
+        base: None,
+        extra_patches: &[],
+        series_paths: None,
+        leaves_out: &["0008-"],
+        expect: Expect::Fixed,
     };
 
     /// The variants the Rust API can link: patched by default, the control

@@ -65,7 +65,20 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
     for p in all.iter().chain(&opts.sanitizer.map(|s| s.build_files()).unwrap_or_default()) {
         opts.env.track_file(p);
     }
-    let series = patch::fix_series(&all)?;
+    let mut series = patch::fix_series(&all)?;
+    for stem in variant.leaves_out {
+        let before = series.len();
+        series.retain(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(stem))
+        });
+        if series.len() == before {
+            return Err(Error::new(format!(
+                "variant {variant} leaves out `{stem}*`, which is no patch of {}",
+                opts.patches_dir.display()
+            )));
+        }
+    }
     if variant.series_paths.is_none() && series.is_empty() {
         let msg = format!(
             "{} holds no patch: the {variant} variant is the upstream tree",

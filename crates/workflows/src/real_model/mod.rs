@@ -176,6 +176,12 @@ pub const CELLS: &[Cell] = &[
         launch: Launch::Plain,
     },
     Cell {
+        name: "rust-patched-without-0008",
+        libs: Libs::Rust(Variant::PATCHED_WITHOUT_0008),
+        args: &[],
+        launch: Launch::Plain,
+    },
+    Cell {
         name: "rust-suggested",
         libs: Libs::Rust(Variant::SUGGESTED),
         args: &[],

@@ -77,25 +77,68 @@ pub fn install_debian(wanted: &[&str]) -> Result<()> {
             missing.join(" ")
         ));
     };
-    eprintln!("installing system packages: {}", missing.join(" "));
+    // apt's own output (hundreds of lines from dpkg) goes to a log; the
+    // terminal gets one line per package set up, overwritten in place.
+    let log_path = crate::workspace::target_dir()?.join("apt-get.log");
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    eprintln!(
+        "installing system packages: {} (apt-get's output: {})",
+        missing.join(" "),
+        log_path.display()
+    );
     let apt = |args: &[&str]| -> Result<()> {
+        use std::io::{BufRead, Write};
         let mut cmd = Command::new(sudo.first().copied().unwrap_or("apt-get"));
         if !sudo.is_empty() {
             cmd.arg("apt-get");
         }
-        let status = cmd
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("cannot open {}", log_path.display()))?;
+        let mut child = cmd
             .args(args)
             .var(mlx_patched::other_vars::DEBIAN_FRONTEND, "noninteractive")
-            .status()
+            .stdout(std::process::Stdio::piped())
+            .stderr(log.try_clone().context("cannot share the apt-get log")?)
+            .spawn()
             .context("cannot run apt-get")?;
+        let mut set_up = 0;
+        if let Some(out) = child.stdout.take() {
+            for line in std::io::BufReader::new(out).lines() {
+                let line = line.context("cannot read apt-get's output")?;
+                writeln!(log, "{line}").context("cannot write the apt-get log")?;
+                if line.starts_with("Setting up ") {
+                    set_up += 1;
+                    eprint!("\rsystem packages: {set_up} set up");
+                }
+            }
+        }
+        let status = child.wait().context("cannot wait for apt-get")?;
+        if set_up > 0 {
+            eprintln!();
+        }
         if status.success() {
             Ok(())
         } else {
-            Err(anyhow!("apt-get {} failed; run it yourself:\n    sudo apt-get update && sudo apt-get install -y {}", args.join(" "), missing.join(" ")))
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+            Err(anyhow!(
+                "apt-get {} failed ({status}); the end of its output ({}):\n{}\nrun it yourself:\n    sudo apt-get update && sudo apt-get install -y {}",
+                args.join(" "),
+                log_path.display(),
+                tail.join("\n"),
+                missing.join(" ")
+            ))
         }
     };
     apt(&["update", "-qq"])?;
     let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
     install.extend(&missing);
-    apt(&install)
+    apt(&install)?;
+    eprintln!("system packages installed");
+    Ok(())
 }

@@ -9,6 +9,9 @@
 //                  split, built and dropped without evaluation
 //   assign_siblings  copy and move assignment over outputs of split
 //   assign_plain     the same over single-output arrays
+//   contended_release  assign_siblings on 8 threads at once, each over the
+//                  outputs of a split of its own: threads that share no
+//                  group must not wait for each other
 //   model_forward  a compiled forward pass of the 192 MiB transformer
 
 #include <chrono>
@@ -17,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,20 +80,48 @@ long long teardown(long iters) {
   });
 }
 
-long long assign(long iters, bool siblings) {
+// Two arrays to copy and assign over: the outputs of a split, or two
+// single-output arrays.
+std::vector<mx::array> assign_operands(bool siblings) {
   auto x = mx::array({1.0f, 2.0f, 3.0f, 4.0f});
   mx::eval(x);
-  std::vector<mx::array> arrays = siblings
-      ? mx::split(x, 2, -1)
-      : std::vector<mx::array>{x + 1.0f, x + 2.0f};
-  return timed(iters, [&] {
-    for (int i = 0; i < 1000; ++i) {
-      mx::array t = arrays[0];
-      t = arrays[1];
-      mx::array u = std::move(t);
-      t = u;
-      u = std::move(t);
-      arrays[i & 1] = u;
+  return siblings ? mx::split(x, 2, -1)
+                  : std::vector<mx::array>{x + 1.0f, x + 2.0f};
+}
+
+void assign_loop(std::vector<mx::array>& arrays) {
+  for (int i = 0; i < 1000; ++i) {
+    mx::array t = arrays[0];
+    t = arrays[1];
+    mx::array u = std::move(t);
+    t = u;
+    u = std::move(t);
+    arrays[i & 1] = u;
+  }
+}
+
+long long assign(long iters, bool siblings) {
+  auto arrays = assign_operands(siblings);
+  return timed(iters, [&] { assign_loop(arrays); });
+}
+
+long long contended_release(long iters) {
+  constexpr int threads = 8;
+  std::vector<std::vector<mx::array>> groups;
+  for (int t = 0; t < threads; ++t) {
+    groups.push_back(assign_operands(true));
+  }
+  return timed(1, [&] {
+    std::vector<std::thread> crew;
+    for (int t = 0; t < threads; ++t) {
+      crew.emplace_back([&, t] {
+        for (long i = 0; i < iters; ++i) {
+          assign_loop(groups[t]);
+        }
+      });
+    }
+    for (auto& c : crew) {
+      c.join();
     }
   });
 }
@@ -119,6 +151,7 @@ int main(int argc, char** argv) {
       {"teardown", teardown},
       {"assign_siblings", [](long n) { return assign(n, true); }},
       {"assign_plain", [](long n) { return assign(n, false); }},
+      {"contended_release", contended_release},
       {"model_forward", model_forward},
   };
   auto found = argc == 3 ? workloads.find(argv[1]) : workloads.end();

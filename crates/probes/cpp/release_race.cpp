@@ -12,6 +12,7 @@
 // the counts is the suite's: the control must leak, the fix must not).
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -38,6 +39,7 @@ enum class Path {
   eval, // evaluates its output, then drops it
   async_eval, // starts evaluating its output, then drops it
   copy, // copies its output, then drops the copy and the output
+  consume, // holds an unevaluated consumer of its output instead, and drops it
 };
 
 const char* name(Path p) {
@@ -58,6 +60,8 @@ const char* name(Path p) {
       return "async_eval";
     case Path::copy:
       return "copy";
+    case Path::consume:
+      return "consume";
   }
   return "?";
 }
@@ -92,6 +96,10 @@ void let_go(Path p, std::vector<mx::array>& slot) {
       slot.clear();
       break;
     }
+    case Path::consume:
+      // The consumer's descriptor goes, and judges its inputs' group.
+      slot.clear();
+      break;
   }
 }
 
@@ -128,6 +136,14 @@ const std::vector<Group>& groups() {
       {"lu",
        [](const mx::array& x) {
          return mx::linalg::lu_factor(x, mx::Device::cpu).first.outputs();
+       }},
+      // A group whose input is an output of another group: the inner
+      // group's two outputs, then the outer group's other output.
+      {"nested",
+       [](const mx::array& x) {
+         auto outer = mx::split(x, 2, 0, any_thread_stream());
+         auto inner = mx::split(outer[0], 2, 1, any_thread_stream());
+         return std::vector<mx::array>{inner[0], inner[1], outer[1]};
        }},
   };
   return all;
@@ -177,6 +193,25 @@ std::vector<Scenario> scenarios() {
          &g[0],
          {other, Path::drop}});
   }
+  // An evaluation detaching the group while the other output is copied, or
+  // while a consumer of it is torn down (which reads the group's lists).
+  for (Path other : {Path::copy, Path::consume}) {
+    for (Path eval : {Path::eval, Path::async_eval}) {
+      all.push_back(
+          {std::string("split2:") + name(eval) + "/" + name(other),
+           &g[0],
+           {eval, other}});
+    }
+  }
+  // Two groups, one the input of the other, let go of on two threads (the
+  // outer group's other output held by the group alone) and on three.
+  all.push_back({"nested:drop/drop", &g[5], {Path::drop, Path::drop}});
+  all.push_back(
+      {"nested:drop/drop/drop", &g[5], {Path::drop, Path::drop, Path::drop}});
+  all.push_back(
+      {"nested:eval/consume/drop",
+       &g[5],
+       {Path::eval, Path::consume, Path::drop}});
   return all;
 }
 
@@ -243,6 +278,11 @@ class Crew {
  private:
   void act(int i) {
     delay(delays_[i]);
+    if (paths_[i] == Path::consume) {
+      // Up to a millisecond later: in some trials the sibling's evaluation
+      // has detached the group by then, in others not yet.
+      std::this_thread::sleep_for(std::chrono::microseconds(delays_[i] / 2));
+    }
     let_go(paths_[i], slots_[i]);
     slots_[i].clear();
   }
@@ -296,7 +336,10 @@ int run(const Scenario& s, int trials, std::mt19937& rng) {
         auto x = mx::array(host.begin(), {64, 64}, mx::float32);
         auto outs = s.group->make(x);
         for (int i = 0; i < crew.size(); ++i) {
-          slots.push_back({outs[i], filler});
+          auto held = s.paths[i] == Path::consume
+              ? mx::multiply(outs[i], mx::array(2.0f), any_thread_stream())
+              : outs[i];
+          slots.push_back({held, filler});
         }
       }
       std::vector<int> delays;

@@ -1,8 +1,9 @@
 //! The outputs of one multi-output op let go of on several threads at the
 //! same instant (`crates/probes/cpp/release_race.cpp`): groups of two and
 //! three (split, divmod, svd, lu), every release path against every other,
-//! three threads, and a release racing with an evaluation or a copy of a
-//! sibling. The claim is over independent processes, not trials of one
+//! three threads, a release racing with an evaluation or a copy of a
+//! sibling, an evaluation racing with a copy or a consumer's teardown, and
+//! nested groups. The claim is over independent processes, not trials of one
 //! process: the control leaks in every process, the fix in no trial of any.
 
 use mlx_expectations::RACE;

@@ -457,7 +457,7 @@ pub struct Race {
 pub const RACE: Race = Race {
     trials: 500,
     processes: 4,
-    scenarios: 39,
+    scenarios: 46,
     mlx_rs_trials: 5000,
 };
 

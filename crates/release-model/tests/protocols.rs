@@ -23,6 +23,13 @@ fn group(members: usize, handles: &[(usize, usize)], extra: usize) -> Graph {
     }
 }
 
+/// User code evaluates output 0, which detaches the group, then lets go of
+/// it.
+fn evaluate_then_let_go(w: &World) {
+    w.evaluate(0);
+    w.let_go(0);
+}
+
 /// Two threads, each holding one output of a group of two, let go at once.
 fn two_outputs(p: Protocol) -> Vec<Violation> {
     explore(
@@ -63,42 +70,8 @@ fn release_and_copy(p: Protocol) -> Vec<Violation> {
     explore(
         p,
         &group(2, &[(0, 1), (1, 1)], 0),
-        &[|w: &World| w.let_go(0), |w: &World| {
-            w.copy(1);
-            w.let_go(1);
-            w.let_go(1);
-        }],
-        None,
-    )
-}
-
-/// A release racing with the evaluation of a sibling, which detaches the
-/// group, on another thread.
-fn release_and_eval(p: Protocol) -> Vec<Violation> {
-    explore(
-        p,
-        &group(2, &[(0, 1), (1, 1)], 0),
         &[
-            |w: &World| {
-                w.evaluate(0);
-                w.let_go(0);
-            },
-            |w: &World| w.let_go(1),
-        ],
-        None,
-    )
-}
-
-/// A copy racing with the evaluation of a sibling.
-fn copy_and_eval(p: Protocol) -> Vec<Violation> {
-    explore(
-        p,
-        &group(2, &[(0, 1), (1, 1)], 0),
-        &[
-            |w: &World| {
-                w.evaluate(0);
-                w.let_go(0);
-            },
+            |w: &World| w.let_go(0),
             |w: &World| {
                 w.copy(1);
                 w.let_go(1);
@@ -109,11 +82,45 @@ fn copy_and_eval(p: Protocol) -> Vec<Violation> {
     )
 }
 
+/// A release racing with the evaluation of a sibling, which detaches the
+/// group, on another thread.
+fn release_and_eval(p: Protocol) -> Vec<Violation> {
+    explore(
+        p,
+        &group(2, &[(0, 1), (1, 1)], 0),
+        &[evaluate_then_let_go, |w: &World| w.let_go(1)],
+        None,
+    )
+}
+
+/// A copy racing with the evaluation of a sibling.
+fn copy_and_eval(p: Protocol) -> Vec<Violation> {
+    explore(
+        p,
+        &group(2, &[(0, 1), (1, 1)], 0),
+        &[evaluate_then_let_go, |w: &World| {
+            w.copy(1);
+            w.let_go(1);
+            w.let_go(1);
+        }],
+        None,
+    )
+}
+
+/// A group of two with consumers after it (descriptors 2..), each with its
+/// inputs.
+fn with_consumers(handles: &[(usize, usize)], consumers: &[&[usize]]) -> Graph {
+    let mut g = group(2, handles, consumers.len());
+    g.inputs = (2..)
+        .zip(consumers.iter().map(|ins| ins.to_vec()))
+        .collect();
+    g
+}
+
 /// Two consumers (descriptors 2 and 3), one of each output, destroyed on
 /// two threads: `~ArrayDesc`'s teardown of their inputs.
 fn two_consumers(p: Protocol) -> Vec<Violation> {
-    let mut g = group(2, &[(2, 1), (3, 1)], 2);
-    g.inputs = vec![(2, vec![0]), (3, vec![1])];
+    let g = with_consumers(&[(2, 1), (3, 1)], &[&[0], &[1]]);
     explore(
         p,
         &g,
@@ -125,8 +132,7 @@ fn two_consumers(p: Protocol) -> Vec<Violation> {
 /// A consumer of both outputs destroyed while another thread lets go of its
 /// own handle to one of them.
 fn consumer_and_release(p: Protocol) -> Vec<Violation> {
-    let mut g = group(2, &[(2, 1), (1, 1)], 1);
-    g.inputs = vec![(2, vec![0, 1])];
+    let g = with_consumers(&[(2, 1), (1, 1)], &[&[0, 1]]);
     explore(
         p,
         &g,
@@ -138,18 +144,11 @@ fn consumer_and_release(p: Protocol) -> Vec<Violation> {
 /// A consumer of output 1 torn down while another thread evaluates output
 /// 0, which detaches the group.
 fn consumer_and_eval(p: Protocol) -> Vec<Violation> {
-    let mut g = group(2, &[(0, 1), (2, 1)], 1);
-    g.inputs = vec![(2, vec![1])];
+    let g = with_consumers(&[(0, 1), (2, 1)], &[&[1]]);
     explore(
         p,
         &g,
-        &[
-            |w: &World| {
-                w.evaluate(0);
-                w.let_go(0);
-            },
-            |w: &World| w.let_go(2),
-        ],
+        &[evaluate_then_let_go, |w: &World| w.let_go(2)],
         None,
     )
 }
@@ -157,16 +156,12 @@ fn consumer_and_eval(p: Protocol) -> Vec<Violation> {
 /// Three threads: an evaluation of output 0, the teardown of a consumer of
 /// output 1, and a release of a handle to output 1.
 fn eval_consumer_and_release(p: Protocol) -> Vec<Violation> {
-    let mut g = group(2, &[(0, 1), (1, 1), (2, 1)], 1);
-    g.inputs = vec![(2, vec![1])];
+    let g = with_consumers(&[(0, 1), (1, 1), (2, 1)], &[&[1]]);
     explore(
         p,
         &g,
         &[
-            |w: &World| {
-                w.evaluate(0);
-                w.let_go(0);
-            },
+            evaluate_then_let_go,
             |w: &World| w.let_go(2),
             |w: &World| w.let_go(1),
         ],
@@ -259,8 +254,16 @@ fn per_group_locks_are_right_for_teardowns() {
 #[test]
 fn per_group_locks_are_right_for_nested_groups_on_one_lock_or_two() {
     for same_lock in [true, false] {
-        assert_eq!(nested_two(GroupLocks, same_lock), [], "same lock: {same_lock}");
-        assert_eq!(nested_three(GroupLocks, same_lock), [], "same lock: {same_lock}");
+        assert_eq!(
+            nested_two(GroupLocks, same_lock),
+            [],
+            "same lock: {same_lock}"
+        );
+        assert_eq!(
+            nested_three(GroupLocks, same_lock),
+            [],
+            "same lock: {same_lock}"
+        );
     }
 }
 
@@ -277,4 +280,3 @@ fn one_thread_is_right_under_every_protocol() {
         assert_eq!(explore(p, &g, &[sequential], None), [], "{p:?}");
     }
 }
-

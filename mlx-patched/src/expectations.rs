@@ -40,6 +40,11 @@ impl Expectations {
         }
     }
 
+    /// The base these expectations are for.
+    pub fn base(&self) -> &'static Base {
+        self.base
+    }
+
     /// The expectations on `base`, as `MLX_FORK_BASE` gives them.
     pub fn on_base(base: &'static Base) -> Self {
         Expectations {

@@ -33,6 +33,7 @@ pub mod progress;
 mod python;
 mod source;
 pub mod system;
+pub mod upstream_fixes;
 mod variant;
 
 pub use archive::{LinkKind, StaticLink};

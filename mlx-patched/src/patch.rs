@@ -4,7 +4,9 @@
 //! only into the builds that ask for it (the sanitizer builds), on every
 //! variant, and never sent upstream. A fix that changes code another fix
 //! adds names it in a `Depends-on:` line: its pull request is staged on top
-//! of that one's.
+//! of that one's. A patch with an `Upstream-since: <release>` line is the
+//! fork's own change for a bug upstream fixed itself in that release: a
+//! base at or after it leaves the patch out, and it is never sent upstream.
 
 use crate::Error;
 use std::path::{Path, PathBuf};
@@ -81,6 +83,56 @@ pub fn depends_on(patch: &Path, dir: &Path) -> Result<Vec<PathBuf>, Error> {
         .collect()
 }
 
+/// The line that names the upstream release that made a fix itself (see
+/// the module docs).
+pub const UPSTREAM_SINCE_MARKER: &str = "Upstream-since:";
+
+/// The upstream release from which upstream has the fix of `patch`, if its
+/// message names one; a line that names no release is an error.
+pub fn upstream_since(patch: &Path) -> Result<Option<String>, Error> {
+    let lines = message_lines(patch)?;
+    let Some(rest) = lines
+        .iter()
+        .find_map(|l| l.strip_prefix(UPSTREAM_SINCE_MARKER))
+    else {
+        return Ok(None);
+    };
+    let release = rest.trim();
+    if release_key(release).is_none() {
+        return Err(Error::new(format!(
+            "{}: `{UPSTREAM_SINCE_MARKER}` must name a release such as 0.32.3, not `{release}`",
+            patch.display()
+        )));
+    }
+    Ok(Some(release.to_string()))
+}
+
+/// A release's numbers, for ordering (`0.32.3` -> [0, 32, 3]).
+fn release_key(release: &str) -> Option<Vec<u32>> {
+    release
+        .trim_start_matches('v')
+        .split('.')
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Whether upstream `release` is `since` or later.
+pub fn release_at_or_after(release: &str, since: &str) -> bool {
+    matches!((release_key(release), release_key(since)), (Some(r), Some(s)) if r >= s)
+}
+
+/// The patches of `series` that are upstream's own fixes carried back
+/// (an `Upstream-since:` line), in series order.
+pub fn carried_back(series: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for p in series {
+        if upstream_since(p)?.is_some() {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
 /// The file names of `patches`, as messages and checks name them.
 pub fn names(patches: &[PathBuf]) -> Vec<String> {
     patches
@@ -121,9 +173,18 @@ pub fn base_series(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, 
         }
     }
     let ports = ports_dir(dir, base.version);
-    Ok(all
+    let mut kept = Vec::new();
+    for p in all {
+        let upstream_has = match upstream_since(&p)? {
+            Some(since) => release_at_or_after(base.version, &since),
+            None => base.fixes_upstream(&p.file_name().unwrap_or_default().to_string_lossy()),
+        };
+        if !upstream_has {
+            kept.push(p);
+        }
+    }
+    Ok(kept
         .into_iter()
-        .filter(|p| !base.fixes_upstream(&p.file_name().unwrap_or_default().to_string_lossy()))
         .map(|p| {
             let port = ports.join(p.file_name().unwrap_or_default());
             if port.is_file() {
@@ -293,5 +354,61 @@ mod base_series_tests {
         for b in crate::pin::BASES {
             base_series(b, &dir).unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pin::Base;
+
+    /// A series directory of its own, with one patch a message each.
+    fn series_of(name: &str, messages: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mlx-series-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (stem, message) in messages {
+            let text = format!("Subject: [PATCH] {stem}\n\n{message}\n---\n a | 1 +\n");
+            std::fs::write(dir.join(format!("{stem}.patch")), text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_base_at_or_after_the_release_upstream_fixed_it_in_leaves_a_carried_back_fix_out() {
+        let dir = series_of(
+            "since",
+            &[
+                ("0001-ours", "A fix upstream lacks."),
+                ("0002-theirs", "Upstream's fix, ours.\n\nUpstream-since: 0.32.3"),
+                ("0003-later", "Upstream-since: 0.33.0"),
+            ],
+        );
+        let stems = |base: &Base| -> Vec<String> {
+            base_series(base, &dir)
+                .unwrap()
+                .iter()
+                .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        // 0.32.4's row also leaves out the fixes it names: give it none here.
+        let v0_32_4 = Base {
+            fixed_upstream: &[],
+            ..Base::V0_32_4
+        };
+        assert_eq!(stems(&Base::V0_32_2), ["0001-ours", "0002-theirs", "0003-later"]);
+        assert_eq!(stems(&v0_32_4), ["0001-ours", "0003-later"]);
+        let all = series(&dir).unwrap();
+        assert_eq!(names(&carried_back(&all).unwrap()), ["0002-theirs.patch", "0003-later.patch"]);
+        assert!(release_at_or_after("0.32.3", "0.32.3"));
+        assert!(release_at_or_after("0.32.10", "0.32.9"));
+        assert!(!release_at_or_after("0.32.2", "0.32.3"));
+    }
+
+    #[test]
+    fn an_upstream_since_line_that_names_no_release_is_an_error() {
+        let dir = series_of("bad-since", &[("0001-vague", "Upstream-since: soon")]);
+        let err = base_series(&Base::V0_32_2, &dir).unwrap_err().to_string();
+        assert!(err.contains("must name a release") && err.contains("`soon`"), "{err}");
     }
 }

@@ -161,13 +161,7 @@ fn collect() -> Result<Vec<Evidence>> {
     let default = crate::workspace::options()?;
     let mut out = Vec::new();
     for base in BASES.iter().filter(|b| !b.is_default()) {
-        let mut opts = default.clone();
-        opts.root = default
-            .root
-            .parent()
-            .context("the build directory's parent")?
-            .join(base.dir_name());
-        opts.base = base;
+        let opts = crate::workspace::options_on(&default, base)?;
         let recorded = std::fs::read_to_string(recorded_path(base, "json"))
             .ok()
             .and_then(|s| serde_json::from_str::<Value>(&s).ok())

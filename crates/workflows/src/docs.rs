@@ -13,5 +13,9 @@ pub fn write() -> Result<()> {
     std::fs::write(&path, mlx_fuzz::primitives::markdown())
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("{}", path.display());
+    let path = workspace_root().join(mlx_patched::upstream_fixes::PAGE);
+    std::fs::write(&path, mlx_patched::upstream_fixes::markdown())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("{}", path.display());
     Ok(())
 }

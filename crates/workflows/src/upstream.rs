@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 /// send: no claim.
 pub fn check() -> Result<crate::workspace::Tally> {
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.series()?)?;
+    let series = to_send(&opts)?;
     let mut t = crate::workspace::Tally::new();
     if series.is_empty() {
         println!("the series is empty: nothing to send upstream");
@@ -35,6 +35,14 @@ pub fn check() -> Result<crate::workspace::Tally> {
     let staged = upstream_pr(UpstreamPrArgs::default());
     t.check(staged.is_ok(), || format!("{:#}", staged.unwrap_err()));
     Ok(t)
+}
+
+/// The fixes to send upstream: the base's fix series without the fixes
+/// that upstream made itself in a later release (`Upstream-since:`).
+fn to_send(opts: &mlx_patched::Options) -> Result<Vec<PathBuf>> {
+    let series = patch::fix_series(&opts.series()?)?;
+    let theirs = patch::carried_back(&series)?;
+    Ok(series.into_iter().filter(|p| !theirs.contains(p)).collect())
 }
 
 #[derive(clap::Args, Debug, Default)]
@@ -50,7 +58,7 @@ pub struct UpstreamPrArgs {
 pub fn upstream_pr(a: UpstreamPrArgs) -> Result<()> {
     let UpstreamPrArgs { out, target: to } = a;
     let opts = crate::workspace::options()?;
-    let series = patch::fix_series(&opts.series()?)?;
+    let series = to_send(&opts)?;
     if series.is_empty() {
         return Err(anyhow!("patches/ holds no patch: nothing to send upstream"));
     }

@@ -51,6 +51,19 @@ pub fn options() -> Result<Options> {
     Ok(opts)
 }
 
+/// `opts` moved to `base`: the same settings, with that base's builds
+/// (`target/mlx/v<release>/`).
+pub fn options_on(opts: &Options, base: &'static mlx_patched::pin::Base) -> Result<Options> {
+    let mut moved = opts.clone();
+    moved.root = opts
+        .root
+        .parent()
+        .context("the build directory's parent")?
+        .join(base.dir_name());
+    moved.base = base;
+    Ok(moved)
+}
+
 /// What each variant must show in this run (`MLX_FORK_UPSTREAM_FIXED`
 /// included), as the suite's build script reads it.
 pub fn expectations() -> Expectations {

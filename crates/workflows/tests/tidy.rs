@@ -687,6 +687,13 @@ fn every_generated_page_is_current() {
         "{} is not what the table declares: run `cargo xtask docs`",
         path.display()
     );
+    let path = workspace().join(mlx_patched::upstream_fixes::PAGE);
+    let page = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        page == mlx_patched::upstream_fixes::markdown(),
+        "{} is not what the table declares: run `cargo xtask docs`",
+        path.display()
+    );
 }
 
 // ---- each rule rejects what it is for ----

@@ -76,7 +76,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     // What the run is made of, before anything runs: a record stamped with
     // it can only describe these inputs.
     let fingerprint = record::fingerprint(sanitizer, &opts)?;
-    let expectations = crate::workspace::expectations();
+    let expectations = record::expectations_for(&opts);
     let variants = expectations.variants();
     let built = mlx_patched::build_all(&variants, &opts)?;
     let build_time = started.elapsed();
@@ -85,7 +85,10 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
         mlx_patched::progress::elapsed(build_time)
     );
 
-    let out = target_dir()?.join("sanitize").join(sanitizer.name());
+    let out = target_dir()?
+        .join("sanitize")
+        .join(opts.base.dir_name())
+        .join(sanitizer.name());
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out)?;
     let env = Env::process();
@@ -181,6 +184,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
             .collect();
         record::write(
             sanitizer,
+            opts.base,
             &record::Recorded {
                 fingerprint,
                 sanitizer: sanitizer.name().into(),

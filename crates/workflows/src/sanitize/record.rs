@@ -1,5 +1,6 @@
-//! A sanitizer run's recorded evidence: `docs/sanitize/<sanitizer>.json`,
-//! the results as data (the expectations checked, the scenarios run per
+//! A sanitizer run's recorded evidence: `docs/sanitize/<sanitizer>.json`
+//! for the default base (`docs/sanitize/v<release>/` for another), the
+//! results as data (the expectations checked, the scenarios run per
 //! variant), with the markdown report beside it rendered from the same run.
 //! Both carry the fingerprint of every input that changes the result, taken
 //! before the run starts; `cargo xtask test` checks both records against
@@ -8,7 +9,8 @@
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
-use mlx_patched::{probes, Fingerprint, Options, Sanitizer};
+use mlx_patched::pin::{Base, BASES};
+use mlx_patched::{probes, Expectations, Fingerprint, Options, Sanitizer};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,13 +34,31 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "1091889f86a7366a9223725a1434af81f3fb3c5d5f09b2efc2fb805bff0ccfa3";
+    "c89f8cda92266f116473f57165fbeac75cd330d40de4f27ca712b9ca72585ada";
 
-/// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`).
-pub fn recorded_path(sanitizer: Sanitizer, ext: &str) -> PathBuf {
-    workspace_root()
-        .join("docs/sanitize")
-        .join(format!("{}.{ext}", sanitizer.name()))
+/// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
+/// on `base`: the default base's in `docs/sanitize/`, another's in a
+/// folder of its own there.
+pub fn recorded_path(sanitizer: Sanitizer, base: &Base, ext: &str) -> PathBuf {
+    let dir = workspace_root().join("docs/sanitize");
+    let dir = if base.is_default() {
+        dir
+    } else {
+        dir.join(base.dir_name())
+    };
+    dir.join(format!("{}.{ext}", sanitizer.name()))
+}
+
+/// What each variant must show on the base `opts` builds: the run's own
+/// (`MLX_FORK_UPSTREAM_FIXED` included) when that is the base the run was
+/// started on, else that base's as pinned.
+pub fn expectations_for(opts: &Options) -> Expectations {
+    let here = crate::workspace::expectations();
+    if here.base() == opts.base {
+        here
+    } else {
+        Expectations::on_base(opts.base)
+    }
 }
 
 /// The Rust files whose code runs under the sanitizer: the Rust API, its
@@ -118,7 +138,7 @@ pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
     let mut opts = opts.clone();
     opts.sanitizer = Some(sanitizer);
     let upstream = mlx_patched::upstream(&opts)?;
-    let expectations = crate::workspace::expectations();
+    let expectations = expectations_for(&opts);
     let mut f = Fingerprint::new(&format!("sanitizer run {RUNNER_VERSION}"));
     f.text("sanitizer", sanitizer.name());
     for v in expectations.variants() {
@@ -218,11 +238,16 @@ pub fn stamp(fingerprint: &str) -> String {
     format!("<!-- measured-for {fingerprint} -->")
 }
 
-/// Writes both records of a finished run.
-pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Result<()> {
+/// Writes both records of a finished run on `base`.
+pub fn write(
+    sanitizer: Sanitizer,
+    base: &Base,
+    recorded: &Recorded,
+    markdown: &str,
+) -> Result<()> {
     let (json_path, md_path) = (
-        recorded_path(sanitizer, "json"),
-        recorded_path(sanitizer, "md"),
+        recorded_path(sanitizer, base, "json"),
+        recorded_path(sanitizer, base, "md"),
     );
     std::fs::create_dir_all(json_path.parent().unwrap())?;
     std::fs::write(
@@ -238,40 +263,58 @@ pub fn write(sanitizer: Sanitizer, recorded: &Recorded, markdown: &str) -> Resul
     Ok(())
 }
 
-/// CI's check of a recorded run (`cargo xtask test`): both files exist,
-/// were recorded for the inputs of this tree, and every expectation held.
-/// A sanitizer run takes too long for CI; this keeps its evidence from
-/// going stale silently.
-/// The sanitizer runs are too long for CI: each recorded run must belong
-/// to this tree, series and probes (`tests/sanitizer_records.rs`). A
-/// rebase's trial tree or series has no record: not checked (said).
+/// CI's check of the recorded runs (`tests/sanitizer_records.rs`): the
+/// sanitizer runs are too long for CI, so each base's recorded runs must
+/// exist, belong to this tree, series and probes, and have every
+/// expectation held. A rebase's trial tree or series has no record: not
+/// checked (said).
 pub fn check_records() -> Result<crate::workspace::Tally> {
-    let opts = crate::workspace::options()?;
-    let upstream = mlx_patched::upstream(&opts)?;
+    let here = crate::workspace::options()?;
+    let upstream = mlx_patched::upstream(&here)?;
     let mut t = crate::workspace::Tally::new();
     if !matches!(upstream.origin, mlx_patched::Origin::Pinned(b) if b.is_default())
-        || opts.patches_dir != mlx_patched::patch::series_dir()
+        || here.patches_dir != mlx_patched::patch::series_dir()
     {
-        println!("recorded sanitizer runs: not checked (they are the default base's, with its series)");
+        println!("recorded sanitizer runs: not checked (they are checked from the default base, with its series)");
         return Ok(t);
     }
-    for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
-        let result = check_recorded(sanitizer, &opts);
-        if let Ok(summary) = &result {
-            println!("recorded {} run: current, {summary}", sanitizer.name());
+    for base in BASES {
+        let opts = crate::workspace::options_on(&here, base)?;
+        for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
+            let result = check_recorded(sanitizer, &opts);
+            if let Ok(summary) = &result {
+                println!(
+                    "recorded {} run on MLX {}: current, {summary}",
+                    sanitizer.name(),
+                    base.version
+                );
+            }
+            t.check(result.is_ok(), || {
+                format!(
+                    "recorded {} run on MLX {}: {}",
+                    sanitizer.name(),
+                    base.version,
+                    result.unwrap_err()
+                )
+            });
         }
-        t.check(result.is_ok(), || {
-            format!("recorded {} run: {}", sanitizer.name(), result.unwrap_err())
-        });
     }
     Ok(t)
 }
 
 pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
-    let rerun = format!("rerun `cargo xtask sanitize {} --record` (about 30 minutes on 2 cores when its variants are not built yet)", sanitizer.name());
+    let base = if opts.base.is_default() {
+        String::new()
+    } else {
+        format!(" --base {}", opts.base.version)
+    };
+    let rerun = format!(
+        "rerun `cargo xtask{base} sanitize {} --record` (about 30 minutes on 2 cores when its variants are not built yet)",
+        sanitizer.name()
+    );
     let (json_path, md_path) = (
-        recorded_path(sanitizer, "json"),
-        recorded_path(sanitizer, "md"),
+        recorded_path(sanitizer, opts.base, "json"),
+        recorded_path(sanitizer, opts.base, "md"),
     );
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|_| {
@@ -283,7 +326,7 @@ pub fn check_recorded(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
         })
     };
     let (json, md) = (read(&json_path)?, read(&md_path)?);
-    let expectations = crate::workspace::expectations();
+    let expectations = expectations_for(opts);
     let variants: Vec<(&str, mlx_patched::Expect)> = expectations
         .variants()
         .iter()

@@ -16,6 +16,24 @@ pub struct VariantRun<'a> {
     pub planned: usize,
 }
 
+/// Whether `name` is the control: upstream's library, with the series'
+/// tests but none of its fixes. Its reports are the baseline that may
+/// excuse a fixed variant's, whatever its verdict on the report's leak
+/// (on a base whose upstream fixed the leak it leaks nothing, yet lacks
+/// the series' other fixes).
+fn is_control(name: &str) -> bool {
+    name == mlx_patched::Variant::PRISTINE.name
+}
+
+/// The scenario where threads let go of a group's outputs at once: on the
+/// control, which lacks the release race's fix on every base, TSan or the
+/// census must see the race there.
+const RELEASE_RACE_SCENARIO: &str = "release race";
+
+/// The library files of the release race's fix, where the control's races
+/// are.
+const RELEASE_FILES: &[&str] = &["mlx/array.cpp", "mlx/array.h"];
+
 /// What the control showed that may excuse a fixed variant's report as
 /// upstream's own: the signatures of its reports that cannot be of the
 /// fix's kind, and the MLX functions (with their files) that made a race's
@@ -41,7 +59,7 @@ impl Excusing {
     fn of(runs: &[VariantRun]) -> Self {
         let reports: Vec<&Report> = runs
             .iter()
-            .filter(|r| r.verdict == Expect::Leaks)
+            .filter(|r| is_control(r.name))
             .flat_map(|r| r.outcomes.iter())
             .flat_map(|o| o.reports.iter())
             .filter(|r| !r.of_the_fix_s_kind())
@@ -83,7 +101,11 @@ pub fn expected_ids(sanitizer: Sanitizer, variants: &[(&str, Expect)]) -> Vec<St
     for (name, verdict) in variants {
         let mut add = |what: &str| ids.push(format!("{name}: {what}"));
         add("ran every scenario");
+        if is_control(name) && sanitizer == Sanitizer::Thread {
+            add("shows the release race");
+        }
         match verdict {
+            Expect::Fixed if is_control(name) => {}
             Expect::Fixed => {
                 add("no report but upstream's");
                 add("census at its baseline");
@@ -131,7 +153,26 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                 outcomes.len()
             ),
         );
+        if is_control(name) && sanitizer == Sanitizer::Thread {
+            let race = outcomes
+                .iter()
+                .find(|o| o.scenario == RELEASE_RACE_SCENARIO);
+            let races = race.map_or(0, |o| {
+                o.reports
+                    .iter()
+                    .filter(|r| r.tool == "TSan" && r.touches(RELEASE_FILES))
+                    .count()
+            });
+            let census = race.map(|o| o.census.clone()).unwrap_or_default();
+            check(
+                "shows the release race",
+                races > 0 || census.iter().any(|&n| n != 0),
+                format!("{name}: TSan or the census sees the release race it lacks the fix of ({races} TSan reports in {}; census {census:?})", RELEASE_FILES.join(" or ")),
+            );
+        }
         match run.verdict {
+            // The control's own reports are the baseline, not a failure.
+            Expect::Fixed if is_control(name) => {}
             Expect::Fixed => {
                 let own: Vec<(&str, &Report)> = outcomes
                     .iter()
@@ -487,12 +528,23 @@ mod tests {
     /// against.
     #[test]
     fn the_checks_are_the_expected_ones() {
-        for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
-            let variants = [
+        // The default base's verdicts, and a base whose upstream fixed the
+        // report's leak (its control leaks nothing; no rejected fix).
+        let bases: [&[(&str, Expect)]; 2] = [
+            &[
                 (mlx_patched::Variant::PRISTINE.name, Expect::Leaks),
                 (mlx_patched::Variant::PATCHED.name, Expect::Fixed),
                 (mlx_patched::Variant::SUGGESTED.name, Expect::Wrong),
-            ];
+            ],
+            &[
+                (mlx_patched::Variant::PRISTINE.name, Expect::Fixed),
+                (mlx_patched::Variant::PATCHED.name, Expect::Fixed),
+            ],
+        ];
+        for (sanitizer, variants) in [Sanitizer::Address, Sanitizer::Thread]
+            .into_iter()
+            .flat_map(|s| bases.iter().map(move |b| (s, *b)))
+        {
             let runs: Vec<VariantRun> = variants
                 .iter()
                 .map(|(name, verdict)| VariantRun {
@@ -506,7 +558,63 @@ mod tests {
                 .into_iter()
                 .map(|c| c.id)
                 .collect();
-            assert_eq!(ids, expected_ids(sanitizer, &variants), "{sanitizer:?}");
+            assert_eq!(ids, expected_ids(sanitizer, variants), "{sanitizer:?}");
         }
+    }
+
+    /// The control lacks the release race's fix on every base: under TSan
+    /// it must show that race, in the fix's files or in its census, and a
+    /// control that leaks nothing is still the baseline that excuses
+    /// upstream's own races on the fixed variant.
+    #[test]
+    fn the_control_must_show_the_release_race_and_excuses_upstream_s_races_on_any_base() {
+        let race = |file: &str, function: &str| Report {
+            tool: "TSan",
+            kind: "data race".into(),
+            summary: String::new(),
+            frames: vec![function.into()],
+            other: Vec::new(),
+            sites: vec![Site {
+                file: file.into(),
+                function: function.into(),
+                locked: false,
+            }],
+            bytes: 0,
+        };
+        let scheduler = race("mlx/scheduler.h", "n_active_tasks");
+        let release = race("mlx/array.cpp", "release");
+        let run = |control: Vec<Report>, census: i64| {
+            let mut raced = outcome(RELEASE_RACE_SCENARIO, control);
+            raced.census = vec![census];
+            vec![
+                VariantRun {
+                    name: mlx_patched::Variant::PRISTINE.name,
+                    verdict: Expect::Fixed,
+                    outcomes: vec![raced],
+                    planned: 1,
+                },
+                VariantRun {
+                    name: mlx_patched::Variant::PATCHED.name,
+                    verdict: Expect::Fixed,
+                    outcomes: vec![outcome(RELEASE_RACE_SCENARIO, vec![scheduler.clone()])],
+                    planned: 1,
+                },
+            ]
+        };
+        let by_id = |runs: &[VariantRun], id: &str| {
+            checks(Sanitizer::Thread, runs, &["mlx/array.cpp".to_string()])
+                .into_iter()
+                .find(|c| c.id == id)
+                .unwrap()
+        };
+        let control = "pristine: shows the release race";
+        let patched = "patched: no report but upstream's";
+        let seen = run(vec![release.clone(), scheduler.clone()], 0);
+        assert!(by_id(&seen, control).ok && by_id(&seen, patched).ok);
+        assert!(by_id(&run(vec![scheduler.clone()], 171), control).ok);
+        let missed = run(vec![scheduler.clone()], 0);
+        assert!(!by_id(&missed, control).ok, "{:?}", by_id(&missed, control));
+        let unexcused = run(vec![release], 0);
+        assert!(!by_id(&unexcused, patched).ok);
     }
 }

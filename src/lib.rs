@@ -7,6 +7,7 @@
 use mlx_expectations::report::Row;
 use mlx_patched::CommandVars;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 pub use mlx_bridge as mlx;
@@ -327,8 +328,17 @@ pub fn run_mlx_suite(variant: &Variant) -> SuiteRun {
     // not hide every test after it.
     let mut crashed: Vec<String> = Vec::new();
     let mut cases = BTreeMap::new();
+    // A kernel cache of the variant's own: variants of one version share
+    // kernel names, and the series changes what some kernels compute.
+    let kernels = Path::new(variant.prefix)
+        .parent()
+        .unwrap_or(Path::new(variant.prefix))
+        .join("suite-kernels");
+    std::fs::create_dir_all(&kernels)
+        .unwrap_or_else(|e| panic!("create {}: {e}", kernels.display()));
     loop {
         let out = Command::new(variant.mlx_tests)
+            .var(mlx_patched::other_vars::TMPDIR, &kernels)
             .args([
                 "--reporters=junit",
                 "--no-colors",

@@ -334,6 +334,12 @@ pub fn run_scenario(
     let logs = dir.join(format!("{slug}.log"));
     let mut cmd = Command::new(&s.program);
     cmd.args(&s.args);
+    // A kernel cache of the variant's own: variants of one version share
+    // kernel names, and their kernels' code differs where the series
+    // changes it.
+    let kernels = dir.join("kernels");
+    std::fs::create_dir_all(&kernels)?;
+    cmd.var(mlx_patched::other_vars::TMPDIR, &kernels);
     let suffix = match sanitizer {
         Sanitizer::Address => [("ASAN_OPTIONS", "asan"), ("UBSAN_OPTIONS", "ubsan")].as_slice(),
         Sanitizer::Thread => [("TSAN_OPTIONS", "tsan")].as_slice(),

@@ -67,6 +67,134 @@ const SHOW_THE_BUG: &[(&str, &[&str])] = &[
         "0014-compile-reads-a-lazily-loaded-capture-once",
         &["test compile shares a lazily loaded capture between shapes"],
     ),
+    (
+        "0015-slice-of-one-strided-element-keeps-its-stop",
+        &[
+            "test vjp of a one-element strided slice",
+            "test vmap of a one-element strided slice",
+        ],
+    ),
+    (
+        "0016-scatter-vmap-puts-the-batch-axis-in-place",
+        &["test vmap scatter updates with a source mapped past axis 0"],
+    ),
+    (
+        "0017-view-to-another-item-size-keeps-its-last-axis",
+        &[
+            "test view to a smaller type of an array with a size-1 last axis",
+            "test vmap view changing the item size over the last axis",
+        ],
+    ),
+    (
+        "0018-pad-vjp-pairs-sizes-with-axes-by-position",
+        &["test pad vjp pairs pad sizes with axes by position"],
+    ),
+    (
+        "0019-conv-input-gradient-uses-the-low-padding",
+        &["test conv input vjp with unequal low and high padding"],
+    ),
+    (
+        "0020-irfft-vmap-keeps-an-odd-length",
+        &["test fft vmap of irfft with an odd output length"],
+    ),
+    (
+        "0021-complex-vjps-conjugate-the-derivative",
+        &["test complex unary grads against central differences"],
+    ),
+    (
+        "0022-as-strided-and-slice-contiguous-only-without-holes",
+        &[
+            "test as_strided view that repeats and skips is not contiguous",
+            "test slice of a view with holes is not contiguous",
+        ],
+    ),
+    (
+        "0023-reshape-recomputes-contiguity",
+        &["test reshape without a copy recomputes contiguity"],
+    ),
+    (
+        "0024-argmin-argmax-pick-the-first-nan",
+        &["test argmin and argmax pick the first NaN"],
+    ),
+    (
+        "0025-complex-is-true-when-either-part-is-nonzero",
+        &["test complex64 is true when either part is nonzero"],
+    ),
+    (
+        "0026-from-fp8-decodes-the-nan-codes",
+        &["test from_fp8 decodes every E4M3 code"],
+    ),
+    (
+        "0027-dynamic-slice-reads-strided-start-indices",
+        &["test dynamic slice with non-contiguous start indices"],
+    ),
+    (
+        "0028-logcumsumexp-of-integers-is-floating-point",
+        &["test logcumsumexp of integers is floating point"],
+    ),
+    (
+        "0029-complex-nan-sorts-last-and-wins-min-max",
+        &["test complex NaN sorts last and wins minimum and maximum"],
+    ),
+    (
+        "0030-bfloat16-sum-and-prod-accumulate-in-float32",
+        &["test bfloat16 sum and prod accumulate in float32"],
+    ),
+    (
+        "0031-split-outputs-get-their-real-span",
+        &["test split of a reversed array"],
+    ),
+    (
+        "0032-integer-division-by-zero-does-not-trap",
+        &[
+            "test integer division and remainder by zero",
+            "test integer division of the lowest value by -1",
+        ],
+    ),
+    (
+        "0033-empty-sorts-and-scans-return-early",
+        &["test sorts and scans of empty arrays"],
+    ),
+    (
+        "0034-pad-pairs-sizes-with-axes-by-position",
+        &["test pad with an axes subset or negative axes"],
+    ),
+    (
+        "0035-floor-divide-of-signed-integers-rounds-down",
+        &["test floor_divide of signed integers rounds down"],
+    ),
+    (
+        "0036-npy-rejects-negative-dimensions",
+        &["test load npy rejects negative and overflowing shapes"],
+    ),
+    (
+        "0037-gguf-rejects-dimensions-that-do-not-fit",
+        &["test gguf rejects dimensions that do not fit a shape"],
+    ),
+    (
+        "0038-save-evaluates-before-opening-the-file",
+        &["test save over the file a lazily loaded input reads"],
+    ),
+    (
+        "0039-file-reader-advances-after-a-short-read",
+        &["test load of a npy file with missing data throws"],
+    ),
+    (
+        "0040-fused-float-constants-round-trip",
+        &["test compiled float constants match eager bit for bit"],
+    ),
+    (
+        "0041-compile-keeps-returned-scalars-apart",
+        &["test compile returning a scalar constant equal to another"],
+    ),
+    (
+        "0042-eval-makes-a-default-stream-only-when-needed",
+        &["test evaluating on an explicit stream makes no default stream"],
+    ),
+    (
+        "0043-failed-distributed-backend-not-registered",
+        &["test strict distributed init throws after a failed lenient init"],
+    ),
 ];
 
 /// Test cases each patch of the series adds to MLX's suite, by stem.

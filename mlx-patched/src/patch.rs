@@ -163,7 +163,10 @@ pub fn series_on(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, Er
 pub fn base_series(base: &crate::pin::Base, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let all = series(dir)?;
     for f in base.fixed_upstream {
-        if !all.iter().any(|p| p.file_stem().is_some_and(|s| s == f.patch)) {
+        if !all
+            .iter()
+            .any(|p| p.file_stem().is_some_and(|s| s == f.patch))
+        {
             return Err(Error::new(format!(
                 "the base {} leaves out {}, which is not a patch of {}",
                 base.version,
@@ -337,7 +340,10 @@ mod base_series_tests {
                 .collect()
         };
         assert_eq!(names(&Base::V0_32_2).len(), 4);
-        assert_eq!(names(&Base::V0_32_4), ["0002-b.patch", "v0.32.4/0010-c.patch"]);
+        assert_eq!(
+            names(&Base::V0_32_4),
+            ["0002-b.patch", "v0.32.4/0010-c.patch"]
+        );
         assert!(Base::V0_32_2.control_leaks() && !Base::V0_32_4.control_leaks());
         // A base that leaves out a patch the series lacks is refused.
         std::fs::remove_file(dir.join("0002-b.patch")).unwrap();
@@ -380,7 +386,10 @@ mod tests {
             "since",
             &[
                 ("0001-ours", "A fix upstream lacks."),
-                ("0002-theirs", "Upstream's fix, ours.\n\nUpstream-since: 0.32.3"),
+                (
+                    "0002-theirs",
+                    "Upstream's fix, ours.\n\nUpstream-since: 0.32.3",
+                ),
                 ("0003-later", "Upstream-since: 0.33.0"),
             ],
         );
@@ -396,10 +405,16 @@ mod tests {
             fixed_upstream: &[],
             ..Base::V0_32_4
         };
-        assert_eq!(stems(&Base::V0_32_2), ["0001-ours", "0002-theirs", "0003-later"]);
+        assert_eq!(
+            stems(&Base::V0_32_2),
+            ["0001-ours", "0002-theirs", "0003-later"]
+        );
         assert_eq!(stems(&v0_32_4), ["0001-ours", "0003-later"]);
         let all = series(&dir).unwrap();
-        assert_eq!(names(&carried_back(&all).unwrap()), ["0002-theirs.patch", "0003-later.patch"]);
+        assert_eq!(
+            names(&carried_back(&all).unwrap()),
+            ["0002-theirs.patch", "0003-later.patch"]
+        );
         assert!(release_at_or_after("0.32.3", "0.32.3"));
         assert!(release_at_or_after("0.32.10", "0.32.9"));
         assert!(!release_at_or_after("0.32.2", "0.32.3"));
@@ -409,6 +424,9 @@ mod tests {
     fn an_upstream_since_line_that_names_no_release_is_an_error() {
         let dir = series_of("bad-since", &[("0001-vague", "Upstream-since: soon")]);
         let err = base_series(&Base::V0_32_2, &dir).unwrap_err().to_string();
-        assert!(err.contains("must name a release") && err.contains("`soon`"), "{err}");
+        assert!(
+            err.contains("must name a release") && err.contains("`soon`"),
+            "{err}"
+        );
     }
 }

@@ -74,7 +74,14 @@ const fn fix(
     bug: &'static str,
     carried: Carried,
 ) -> UpstreamFix {
-    UpstreamFix { id, pr, area, kind, bug, carried }
+    UpstreamFix {
+        id,
+        pr,
+        area,
+        kind,
+        bug,
+        carried,
+    }
 }
 
 /// Why the GPU-only rows are not carried.
@@ -84,45 +91,45 @@ const GPU_ONLY: &str = "Metal or CUDA code only; the fork builds and tests neith
 pub const FIXES: &[UpstreamFix] = &[
     fix("C1", Some(4453), Core, Leak, "assigning over, or overwriting, the last handle of a multi-output group skipped the sibling-cycle check and leaked the group", SeriesFix("0001-release-sibling-groups-on-every-path")),
     fix("C2", None, Cpu, Race, "a CPU kernel was compiled under its final cache name, so another process could load a half-written library", SeriesFix("0009-cpu-kernels-built-under-their-own-name")),
-    fix("C3", Some(4446), Core, WrongResult, "a strided slice of exactly one element kept a wide stop, so its vjp spread the cotangent and its vmap returned extra elements", No("not yet carried")),
-    fix("C4", Some(4322), Core, WrongResult, "Scatter::vmap put the batch axis of the updates in the wrong place for vmap axes past 0", No("not yet carried")),
-    fix("C5", None, Core, WrongResult, "vmap of a view that changes the item size reinterpreted the mapped axis, and the CPU view kept the input's last stride and flags", No("not yet carried")),
-    fix("C6", None, Core, WrongResult, "vmap of irfftn with an explicit odd length lost the odd length", No("not yet carried")),
-    fix("C7", Some(4364), Core, Crash, "pad with a subset of axes indexed the pad sizes by axis, reading past them and padding the wrong axes", No("not yet carried")),
-    fix("C8", Some(4441), Core, WrongResult, "Pad::vjp paired pad sizes with axes by value, not position (wrong-shape second-order conv gradients)", No("not yet carried")),
-    fix("C9", None, Core, WrongResult, "the convolution input gradient used the high padding where the low one was due and passed negative padding on", No("not yet carried")),
-    fix("C10", Some(3781), Core, WrongResult, "complex vjps of cos, sqrt, rsqrt and the inverse trigonometric and hyperbolic functions lacked the conjugation", No("not yet carried")),
-    fix("C11", None, Core, WrongResult, "floor_divide of signed integers truncated toward zero (-1 // 2 == 0)", No("not yet carried")),
-    fix("C12", Some(4442), Cpu, Crash, "integer division and remainder by zero trapped with SIGFPE on x86", No("not yet carried")),
-    fix("C13", Some(4340), Cpu, Crash, "scans and sorts over a zero-length axis divided by zero (SIGFPE)", No("not yet carried")),
-    fix("C14", Some(4291), Cpu, WrongResult, "argmin and argmax ignored NaN", No("not yet carried")),
-    fix("C15", None, Cpu, WrongResult, "complex to bool, any, all and logical_not looked at the real part only", No("not yet carried")),
-    fix("C16", None, Cpu, WrongResult, "sort did not put complex NaNs last, and minimum and maximum did not propagate them", No("not yet carried")),
-    fix("C17", None, Core, WrongResult, "logcumsumexp of integers kept the integer dtype", No("not yet carried")),
-    fix("C18", Some(4511), Core, WrongResult, "fused compiled kernels printed float constants with too few digits (compiled differed from eager by 1 ulp)", No("not yet carried")),
-    fix("C19", None, Core, WrongError, "compile merged scalar constants that are outputs, raising _Map_base::at", No("not yet carried")),
-    fix("C20", None, Cpu, WrongResult, "as_strided and slice marked views with gaps, or of a non-contiguous source, contiguous", No("not yet carried")),
-    fix("C21", None, Cpu, WrongResult, "a copy-free reshape kept the input's contiguity flags", No("not yet carried")),
-    fix("C22", None, Cpu, WrongResult, "split outputs' data size and flags ignored holes and negative strides", No("not yet carried")),
-    fix("C23", None, Cpu, Crash, "the CPU direct convolution computed border indices past the output when the padding is taller than it, corrupting the heap", No("not yet carried")),
-    fix("C24", None, Cpu, Crash, "CPU reductions used 32-bit offsets, past 2^31 elements crashing or reading wrong rows", No("not yet carried")),
-    fix("C25", None, Cpu, WrongResult, "CPU sum and prod of bfloat16 (and float16 without SIMD) accumulated in the input type", No("not yet carried")),
-    fix("C26", None, Cpu, WrongResult, "CPU binary kernels took a 32-bit size, computing nothing past 2^31 elements", No("not yet carried")),
-    fix("C27", None, Cpu, WrongResult, "from_fp8 decoded the E4M3 NaN codes as +-480", No("not yet carried")),
-    fix("C28", None, Cpu, WrongResult, "a dynamic slice read non-contiguous start indices as contiguous", No("not yet carried")),
-    fix("C29", None, Core, WrongResult, "saving to the file a lazily loaded input reads truncated it before evaluating", No("not yet carried")),
-    fix("C30", None, Core, Hang, "a .npy header with a negative dimension was accepted (0.32.2 hung)", No("not yet carried")),
-    fix("C31", None, Core, Crash, "GGUF dimensions were narrowed to 32 bits and their product unchecked, corrupting the heap", No("not yet carried")),
-    fix("C32", None, Core, WrongResult, "a short pread in the parallel file reader did not advance the offset, and EINTR failed the read", No("not yet carried")),
-    fix("C33", None, Core, Leak, "eval, async_eval and compile created a default stream on every thread that evaluated", No("not yet carried")),
-    fix("C34", None, Cpu, Crash, "the main thread's CPU encoders were destroyed, and synchronised, during process exit", No("not yet carried")),
-    fix("C35", None, Core, WrongError, "a failed non-strict distributed init registered an empty group that a later strict init returned", No("not yet carried")),
-    fix("P1", None, Python, Crash, "reading an array through the buffer protocol after a failed async_eval aborted the process", No("not yet carried")),
+    fix("C3", Some(4446), Core, WrongResult, "a strided slice of exactly one element kept a wide stop, so its vjp spread the cotangent and its vmap returned extra elements", Backport("0015-slice-of-one-strided-element-keeps-its-stop")),
+    fix("C4", Some(4322), Core, WrongResult, "Scatter::vmap put the batch axis of the updates in the wrong place for vmap axes past 0", Backport("0016-scatter-vmap-puts-the-batch-axis-in-place")),
+    fix("C5", None, Core, WrongResult, "vmap of a view that changes the item size reinterpreted the mapped axis, and the CPU view kept the input's last stride and flags", Backport("0017-view-to-another-item-size-keeps-its-last-axis")),
+    fix("C6", None, Core, WrongResult, "vmap of irfftn with an explicit odd length lost the odd length", Backport("0020-irfft-vmap-keeps-an-odd-length")),
+    fix("C7", Some(4364), Core, Crash, "pad with a subset of axes indexed the pad sizes by axis, reading past them and padding the wrong axes", Backport("0034-pad-pairs-sizes-with-axes-by-position")),
+    fix("C8", Some(4441), Core, WrongResult, "Pad::vjp paired pad sizes with axes by value, not position (wrong-shape second-order conv gradients)", Backport("0018-pad-vjp-pairs-sizes-with-axes-by-position")),
+    fix("C9", None, Core, WrongResult, "the convolution input gradient used the high padding where the low one was due and passed negative padding on", Backport("0019-conv-input-gradient-uses-the-low-padding")),
+    fix("C10", Some(3781), Core, WrongResult, "complex vjps of cos, sqrt, rsqrt and the inverse trigonometric and hyperbolic functions lacked the conjugation", Backport("0021-complex-vjps-conjugate-the-derivative")),
+    fix("C11", None, Core, WrongResult, "floor_divide of signed integers truncated toward zero (-1 // 2 == 0)", Backport("0035-floor-divide-of-signed-integers-rounds-down")),
+    fix("C12", Some(4442), Cpu, Crash, "integer division and remainder by zero trapped with SIGFPE on x86", Backport("0032-integer-division-by-zero-does-not-trap")),
+    fix("C13", Some(4340), Cpu, Crash, "scans and sorts over a zero-length axis divided by zero (SIGFPE)", Backport("0033-empty-sorts-and-scans-return-early")),
+    fix("C14", Some(4291), Cpu, WrongResult, "argmin and argmax ignored NaN", Backport("0024-argmin-argmax-pick-the-first-nan")),
+    fix("C15", None, Cpu, WrongResult, "complex to bool, any, all and logical_not looked at the real part only", Backport("0025-complex-is-true-when-either-part-is-nonzero")),
+    fix("C16", None, Cpu, WrongResult, "sort did not put complex NaNs last, and minimum and maximum did not propagate them", Backport("0029-complex-nan-sorts-last-and-wins-min-max")),
+    fix("C17", None, Core, WrongResult, "logcumsumexp of integers kept the integer dtype", Backport("0028-logcumsumexp-of-integers-is-floating-point")),
+    fix("C18", Some(4511), Core, WrongResult, "fused compiled kernels printed float constants with too few digits (compiled differed from eager by 1 ulp)", Backport("0040-fused-float-constants-round-trip")),
+    fix("C19", None, Core, WrongError, "compile merged scalar constants that are outputs, raising _Map_base::at", Backport("0041-compile-keeps-returned-scalars-apart")),
+    fix("C20", None, Cpu, WrongResult, "as_strided and slice marked views with gaps, or of a non-contiguous source, contiguous", Backport("0022-as-strided-and-slice-contiguous-only-without-holes")),
+    fix("C21", None, Cpu, WrongResult, "a copy-free reshape kept the input's contiguity flags", Backport("0023-reshape-recomputes-contiguity")),
+    fix("C22", None, Cpu, WrongResult, "split outputs' data size and flags ignored holes and negative strides", Backport("0031-split-outputs-get-their-real-span")),
+    fix("C23", None, Cpu, Crash, "the CPU direct convolution computed border indices past the output when the padding is taller than it, corrupting the heap", No("no test can show it without the unfixed tree writing past the output's buffer: every input that shows the bug corrupts the heap of the process running MLX's suite")),
+    fix("C24", None, Cpu, Crash, "CPU reductions used 32-bit offsets, past 2^31 elements crashing or reading wrong rows", No("its test needs an array of more than 2^31 elements (2 GiB at least), past what the suite may allocate")),
+    fix("C25", None, Cpu, WrongResult, "CPU sum and prod of bfloat16 (and float16 without SIMD) accumulated in the input type", Backport("0030-bfloat16-sum-and-prod-accumulate-in-float32")),
+    fix("C26", None, Cpu, WrongResult, "CPU binary kernels took a 32-bit size, computing nothing past 2^31 elements", No("its test needs an output of more than 2^31 elements (2 GiB at least), past what the suite may allocate")),
+    fix("C27", None, Cpu, WrongResult, "from_fp8 decoded the E4M3 NaN codes as +-480", Backport("0026-from-fp8-decodes-the-nan-codes")),
+    fix("C28", None, Cpu, WrongResult, "a dynamic slice read non-contiguous start indices as contiguous", Backport("0027-dynamic-slice-reads-strided-start-indices")),
+    fix("C29", None, Core, WrongResult, "saving to the file a lazily loaded input reads truncated it before evaluating", Backport("0038-save-evaluates-before-opening-the-file")),
+    fix("C30", None, Core, Hang, "a .npy header with a negative dimension was accepted (0.32.2 hung)", Backport("0036-npy-rejects-negative-dimensions")),
+    fix("C31", None, Core, Crash, "GGUF dimensions were narrowed to 32 bits and their product unchecked, corrupting the heap", Backport("0037-gguf-rejects-dimensions-that-do-not-fit")),
+    fix("C32", None, Core, WrongResult, "a short pread in the parallel file reader did not advance the offset, and EINTR failed the read", Backport("0039-file-reader-advances-after-a-short-read")),
+    fix("C33", None, Core, Leak, "eval, async_eval and compile created a default stream on every thread that evaluated", Backport("0042-eval-makes-a-default-stream-only-when-needed")),
+    fix("C34", None, Cpu, Crash, "the main thread's CPU encoders were destroyed, and synchronised, during process exit", No("a hardening at exit with no reproduction here, on upstream's side or ours")),
+    fix("C35", None, Core, WrongError, "a failed non-strict distributed init registered an empty group that a later strict init returned", Backport("0043-failed-distributed-backend-not-registered")),
+    fix("P1", None, Python, Crash, "reading an array through the buffer protocol after a failed async_eval aborted the process", No("a fix of the Python bindings: the bindings' fixes are not carried yet (the C++ series comes first)")),
     fix("P2", Some(4413), Python, Hang, "synchronize and clear_streams held the GIL while waiting on a callback that needs it", No("reachable only with Metal's zero-copy buffers")),
-    fix("P3", None, Python, Crash, "indexing with out-of-range slice bounds beside an array index, or more indices than dimensions, segfaulted", No("not yet carried")),
-    fix("P4", None, Python, WrongResult, "re-entering a stream context, or leaving it on another thread, restored the wrong default stream", No("not yet carried")),
-    fix("P5", None, Python, WrongResult, "a Python float cast to an integer dtype went through float32", No("not yet carried")),
-    fix("P6", None, Python, WrongError, "iter() of a 0-d array raised IndexError, not TypeError", No("not yet carried")),
+    fix("P3", None, Python, Crash, "indexing with out-of-range slice bounds beside an array index, or more indices than dimensions, segfaulted", No("a fix of the Python bindings: the bindings' fixes are not carried yet (the C++ series comes first)")),
+    fix("P4", None, Python, WrongResult, "re-entering a stream context, or leaving it on another thread, restored the wrong default stream", No("a fix of the Python bindings and of core's StreamContext, whose destructor then throws: an API change, not carried yet")),
+    fix("P5", None, Python, WrongResult, "a Python float cast to an integer dtype went through float32", No("a fix of the Python bindings: the bindings' fixes are not carried yet (the C++ series comes first)")),
+    fix("P6", None, Python, WrongError, "iter() of a 0-d array raised IndexError, not TypeError", No("a fix of the Python bindings: the bindings' fixes are not carried yet (the C++ series comes first)")),
     fix("G1", None, Metal, Crash, "the strided scan grid wrote out of bounds", No(GPU_ONLY)),
     fix("G2", None, Metal, WrongResult, "gather and scatter with scalar or no indices bound the wrong metadata", No(GPU_ONLY)),
     fix("G3", None, Metal, WrongResult, "column reductions over negative-stride views", No(GPU_ONLY)),
@@ -238,18 +245,41 @@ mod tests {
         for f in FIXES {
             match f.carried {
                 Backport(stem) => {
-                    assert!(theirs.contains(stem), "{}: `{stem}` is not a patch with an `Upstream-since:` line", f.id);
-                    assert!(named.insert(stem), "{}: `{stem}` is another row's too", f.id);
+                    assert!(
+                        theirs.contains(stem),
+                        "{}: `{stem}` is not a patch with an `Upstream-since:` line",
+                        f.id
+                    );
+                    assert!(
+                        named.insert(stem),
+                        "{}: `{stem}` is another row's too",
+                        f.id
+                    );
                 }
                 SeriesFix(stem) => {
-                    assert!(stems.iter().any(|s| s == stem), "{}: `{stem}` is not a patch", f.id);
-                    assert!(!theirs.contains(stem), "{}: `{stem}` is the fork's, yet says upstream's", f.id);
-                    assert!(crate::pin::BASES.iter().any(|b| b.fixes_upstream(stem)), "{}: no base's row leaves `{stem}` out", f.id);
+                    assert!(
+                        stems.iter().any(|s| s == stem),
+                        "{}: `{stem}` is not a patch",
+                        f.id
+                    );
+                    assert!(
+                        !theirs.contains(stem),
+                        "{}: `{stem}` is the fork's, yet says upstream's",
+                        f.id
+                    );
+                    assert!(
+                        crate::pin::BASES.iter().any(|b| b.fixes_upstream(stem)),
+                        "{}: no base's row leaves `{stem}` out",
+                        f.id
+                    );
                 }
                 No(why) => assert!(!why.is_empty(), "{}: say why it is not carried", f.id),
             }
         }
-        let unnamed: Vec<&String> = theirs.iter().filter(|s| !named.contains(s.as_str())).collect();
+        let unnamed: Vec<&String> = theirs
+            .iter()
+            .filter(|s| !named.contains(s.as_str()))
+            .collect();
         assert!(unnamed.is_empty(), "no row names {unnamed:?}");
     }
 }

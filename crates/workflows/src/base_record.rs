@@ -6,8 +6,8 @@
 //! sanitizer records are held: collect (the inputs now, the record), then a
 //! pure judge.
 
-use crate::workspace::{anyhow, Context, Result, Tally};
 use crate::workspace::workspace_root;
+use crate::workspace::{anyhow, Context, Result, Tally};
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::{Fingerprint, Options};
 use serde_json::{json, Value};
@@ -191,7 +191,12 @@ pub fn check_records() -> Result<Tally> {
             "recorded run on MLX {}: {}",
             e.base,
             match &e.recorded {
-                Some(r) => format!("{} passed, {} failed, inputs {}", r.passed, r.failed.len(), r.fingerprint),
+                Some(r) => format!(
+                    "{} passed, {} failed, inputs {}",
+                    r.passed,
+                    r.failed.len(),
+                    r.fingerprint
+                ),
                 None => "none".to_string(),
             }
         );
@@ -250,8 +255,14 @@ mod tests {
         for (e, says) in [
             (ev(None, "f1"), "no recorded run"),
             (ev(Some(rec("0.32.4", "f0", 120, &[])), "f1"), "stale"),
-            (ev(Some(rec("0.32.2", "f1", 120, &[])), "f1"), "is of MLX 0.32.2"),
-            (ev(Some(rec("0.32.4", "f1", 119, &["x"])), "f1"), "not green"),
+            (
+                ev(Some(rec("0.32.2", "f1", 120, &[])), "f1"),
+                "is of MLX 0.32.2",
+            ),
+            (
+                ev(Some(rec("0.32.4", "f1", 119, &["x"])), "f1"),
+                "not green",
+            ),
             (ev(Some(rec("0.32.4", "f1", 0, &[])), "f1"), "not green"),
         ] {
             let t = judge(&[e]);

@@ -239,12 +239,7 @@ pub fn stamp(fingerprint: &str) -> String {
 }
 
 /// Writes both records of a finished run on `base`.
-pub fn write(
-    sanitizer: Sanitizer,
-    base: &Base,
-    recorded: &Recorded,
-    markdown: &str,
-) -> Result<()> {
+pub fn write(sanitizer: Sanitizer, base: &Base, recorded: &Recorded, markdown: &str) -> Result<()> {
     let (json_path, md_path) = (
         recorded_path(sanitizer, base, "json"),
         recorded_path(sanitizer, base, "md"),

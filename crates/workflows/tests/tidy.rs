@@ -673,27 +673,23 @@ fn no_upstream_file_is_tracked() {
 
 #[test]
 fn every_generated_page_is_current() {
-    let path = workspace().join(mlx_patched::VARIABLES_PAGE);
-    let page = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        page == mlx_patched::variables_markdown(),
-        "{} is not what the code declares: run `cargo xtask docs`",
-        path.display()
-    );
-    let path = workspace().join(mlx_fuzz::primitives::PAGE);
-    let page = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        page == mlx_fuzz::primitives::markdown(),
-        "{} is not what the table declares: run `cargo xtask docs`",
-        path.display()
-    );
-    let path = workspace().join(mlx_patched::upstream_fixes::PAGE);
-    let page = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        page == mlx_patched::upstream_fixes::markdown(),
-        "{} is not what the table declares: run `cargo xtask docs`",
-        path.display()
-    );
+    let pages = [
+        (mlx_patched::VARIABLES_PAGE, mlx_patched::variables_markdown()),
+        (mlx_fuzz::primitives::PAGE, mlx_fuzz::primitives::markdown()),
+        (
+            mlx_patched::upstream_fixes::PAGE,
+            mlx_patched::upstream_fixes::markdown(),
+        ),
+    ];
+    for (page, rendered) in pages {
+        let path = workspace().join(page);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            text == rendered,
+            "{} is not what the code's table declares: run `cargo xtask docs`",
+            path.display()
+        );
+    }
 }
 
 // ---- each rule rejects what it is for ----

@@ -428,9 +428,10 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
         suites.insert(v.name, mlx_suite(python, mlx.source_dir(), &log, &cache)?);
     }
-    // A test flaky on patched and not explained by pristine's results runs
-    // alone, as often on each variant.
-    let unexplained = judge::unexplained_flaky(
+    // A test flaky on patched and not explained by pristine's results, or
+    // failing on patched where pristine passed, runs alone, as often on
+    // each variant: independent processes, not one shaped by earlier tests.
+    let unexplained = judge::judged_alone(
         &suites[Variant::PRISTINE.name],
         &suites[Variant::PATCHED.name],
     );

@@ -3,7 +3,7 @@
 
 use super::logs::{Report, Site};
 use super::record::Check;
-use super::scenarios::Outcome;
+use super::scenarios::{Outcome, RELEASE_RACE};
 use mlx_patched::{Expect, Sanitizer};
 use std::collections::BTreeSet;
 
@@ -24,11 +24,6 @@ pub struct VariantRun<'a> {
 fn is_control(name: &str) -> bool {
     name == mlx_patched::Variant::PRISTINE.name
 }
-
-/// The scenario where threads let go of a group's outputs at once: on the
-/// control, which lacks the release race's fix on every base, TSan or the
-/// census must see the race there.
-const RELEASE_RACE_SCENARIO: &str = "release race";
 
 /// The library files of the release race's fix, where the control's races
 /// are.
@@ -153,10 +148,12 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
                 outcomes.len()
             ),
         );
+        // The control lacks the release race's fix on every base: TSan or
+        // the census must see the race there.
         if is_control(name) && sanitizer == Sanitizer::Thread {
             let race = outcomes
                 .iter()
-                .find(|o| o.scenario == RELEASE_RACE_SCENARIO);
+                .find(|o| o.scenario == RELEASE_RACE);
             let races = race.map_or(0, |o| {
                 o.reports
                     .iter()
@@ -584,7 +581,7 @@ mod tests {
         let scheduler = race("mlx/scheduler.h", "n_active_tasks");
         let release = race("mlx/array.cpp", "release");
         let run = |control: Vec<Report>, census: i64| {
-            let mut raced = outcome(RELEASE_RACE_SCENARIO, control);
+            let mut raced = outcome(RELEASE_RACE, control);
             raced.census = vec![census];
             vec![
                 VariantRun {
@@ -596,7 +593,7 @@ mod tests {
                 VariantRun {
                     name: mlx_patched::Variant::PATCHED.name,
                     verdict: Expect::Fixed,
-                    outcomes: vec![outcome(RELEASE_RACE_SCENARIO, vec![scheduler.clone()])],
+                    outcomes: vec![outcome(RELEASE_RACE, vec![scheduler.clone()])],
                     planned: 1,
                 },
             ]

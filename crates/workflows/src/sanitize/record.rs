@@ -34,7 +34,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "5ef173822e4ea285b2babadcfdac268a76962ad51bd46f5787e792c795246667";
+    "6fd156a284ec70e40a994d0d7389315e8f66d5399188282de35251a8800a8873";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a

@@ -87,7 +87,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
             ),
             // A group's outputs let go of on two and three threads at once,
             // and against an evaluation or a copy of a sibling.
-            planned("release race", Probe("release_race"), &["100"]),
+            planned(RELEASE_RACE, Probe("release_race"), &["100"]),
         ];
     }
     let mut list = vec![
@@ -136,7 +136,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
             ],
         ),
         planned("held output", Probe("held_output"), &[]),
-        planned("release race", Probe("release_race"), &["100"]),
+        planned(RELEASE_RACE, Probe("release_race"), &["100"]),
         planned(
             "transformer",
             Probe("transformer"),
@@ -319,6 +319,9 @@ pub fn runtime_library(sanitizer: Sanitizer) -> Result<PathBuf> {
         )
     })
 }
+
+/// The scenario where threads let go of a group's outputs at once.
+pub const RELEASE_RACE: &str = "release race";
 
 pub fn run_scenario(
     s: &Scenario,

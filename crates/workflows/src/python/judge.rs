@@ -14,8 +14,67 @@ use std::path::PathBuf;
 /// MLX's Python suite on one variant: outcome and detail per test id.
 pub type SuiteResults = BTreeMap<String, (String, String)>;
 
+/// The tests each patch of the series adds to MLX's Python suite that show
+/// its bug: each fails on the control, which runs the series' tests, and
+/// passes on the fix. A patch that adds Python tests names them here.
+pub const SHOW_THE_BUG: &[(&str, &[&str])] = &[
+    (
+        "0043-buffer-protocol-raises-evaluation-errors",
+        &["test_eval.TestEval.test_buffer_read_after_failed_async_eval_raises"],
+    ),
+    (
+        "0044-indexing-clamps-slice-bounds-past-the-axis",
+        &["test_array.TestArray.test_indexing_past_the_axes_in_a_child"],
+    ),
+    (
+        "0045-python-numbers-convert-from-exact-values",
+        &["test_array.TestArray.test_python_numbers_to_wider_types_keep_their_value"],
+    ),
+    (
+        "0046-iter-of-a-scalar-is-a-type-error",
+        &["test_array.TestArray.test_iterating_a_scalar_is_a_type_error"],
+    ),
+];
+
+/// The Python test methods a patch adds, by name (`test_…`), read from its
+/// hunks under `python/tests/`.
+#[cfg(test)]
+fn new_python_tests(patch_text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_python_tests = false;
+    for line in patch_text.lines() {
+        if let Some(path) = line.strip_prefix("+++ b/") {
+            in_python_tests = path.starts_with("python/tests/");
+        } else if in_python_tests {
+            if let Some(rest) = line.strip_prefix("+    def test_") {
+                names.push(format!("test_{}", rest.split('(').next().unwrap_or("")));
+            }
+        }
+    }
+    names
+}
+
+/// The (patch stem, test id) pairs of [`SHOW_THE_BUG`] whose patch is in
+/// `series`: on a base where upstream has the fix, neither is there.
+pub fn shown_in(series: &[PathBuf]) -> Vec<(String, String)> {
+    series
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter_map(|stem| {
+            SHOW_THE_BUG
+                .iter()
+                .find(|(s, _)| *s == stem)
+                .map(|(_, ids)| (stem, *ids))
+        })
+        .flat_map(|(stem, ids)| ids.iter().map(move |id| (stem.clone(), id.to_string())))
+        .collect()
+}
+
 /// Everything the Python check ran, on both variants.
 pub struct Evidence {
+    /// The series' Python tests that must show their bug (patch stem, test
+    /// id): [`shown_in`] the run's series.
+    pub show_the_bug: Vec<(String, String)>,
     /// The report's script: whole MiB retained after each cycle.
     pub report: Vec<(Variant, Vec<i64>)>,
     /// The wheels' install paths (`crate::install_paths`).
@@ -188,6 +247,21 @@ pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
         });
         return t;
     };
+    // Each of the series' Python tests that shows a bug: failed (not flaky)
+    // on the control, passed on the fix.
+    for (stem, id) in &e.show_the_bug {
+        let outcome = |r: &SuiteResults| r.get(id).map(|(o, _)| o.clone());
+        let (on_pristine, on_patched) = (outcome(pristine), outcome(patched));
+        t.claim(
+            matches!(on_pristine.as_deref(), Some("failed" | "error"))
+                && on_patched.as_deref() == Some("passed"),
+            || {
+                format!(
+                    "{stem}'s Python test {id}: {on_pristine:?} on pristine, {on_patched:?} on patched; expected it to fail there and pass here"
+                )
+            },
+        );
+    }
     let words = |r: &SuiteResults| by_word(r.iter().map(|(n, (o, _))| (n, o.as_str())));
     // A lost pass repeated alone on both variants is judged by its rates
     // below, not by one run in a process that earlier tests shaped.
@@ -442,6 +516,7 @@ mod tests {
             digests: vec!["d1".into()],
         };
         Evidence {
+            show_the_bug: vec![("0099-x".into(), "d".into())],
             report: vec![
                 (Variant::PRISTINE, vec![24; 10]),
                 (Variant::PATCHED, vec![0; 10]),
@@ -488,11 +563,11 @@ mod tests {
             suites: [
                 (
                     Variant::PRISTINE.name,
-                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky")]),
+                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky"), ("d", "error")]),
                 ),
                 (
                     Variant::PATCHED.name,
-                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky")]),
+                    suite(&[("a", "passed"), ("b", "failed"), ("c", "flaky"), ("d", "passed")]),
                 ),
             ]
             .into_iter()
@@ -548,8 +623,77 @@ mod tests {
         let t = judge(&e, &Expectations::new(false));
         assert_eq!(t.failures, Vec::<String>::new());
         // report ×2, mypy ×2, ablation ×2 + agreement + C++, shape,
-        // finding ×2, fixed layout ×2 + agreement, suite, flaky
-        assert_eq!(t.passed, 16);
+        // finding ×2, fixed layout ×2 + agreement, a test showing its bug,
+        // suite, flaky
+        assert_eq!(t.passed, 17);
+    }
+
+    #[test]
+    fn a_test_named_to_show_a_bug_must_fail_on_the_control_and_pass_on_the_fix() {
+        for (on_pristine, on_patched) in [
+            ("passed", "passed"),
+            ("flaky", "passed"),
+            ("error", "failed"),
+            ("error", "flaky"),
+        ] {
+            let mut e = good();
+            e.suites.get_mut(Variant::PRISTINE.name).unwrap().insert(
+                "d".into(),
+                (on_pristine.into(), String::new()),
+            );
+            e.suites
+                .get_mut(Variant::PATCHED.name)
+                .unwrap()
+                .insert("d".into(), (on_patched.into(), String::new()));
+            let f = failures(&e);
+            assert!(
+                f.iter().any(|f| f.starts_with("0099-x's Python test d")),
+                "{on_pristine}/{on_patched}: {f:?}"
+            );
+        }
+        // A test that did not run at all shows nothing.
+        let mut e = good();
+        e.suites.get_mut(Variant::PRISTINE.name).unwrap().remove("d");
+        assert!(failures(&e).iter().any(|f| f.contains("None on pristine")));
+    }
+
+    #[test]
+    fn every_patch_that_adds_python_tests_names_those_that_show_its_bug() {
+        let dir = crate::workspace::workspace_root().join("patches");
+        let mut with_tests = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "patch") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let added = new_python_tests(&std::fs::read_to_string(&path).unwrap());
+            let listed = SHOW_THE_BUG.iter().find(|(s, _)| *s == stem);
+            if added.is_empty() {
+                assert!(listed.is_none(), "{stem} adds no Python test, yet SHOW_THE_BUG names some");
+                continue;
+            }
+            with_tests.push(stem.clone());
+            let (_, ids) = listed.unwrap_or_else(|| {
+                panic!("{stem} adds Python tests {added:?}: name in SHOW_THE_BUG those that show its bug")
+            });
+            assert!(!ids.is_empty(), "{stem}: no Python test shows its bug");
+            for id in *ids {
+                let method = id.rsplit('.').next().unwrap();
+                assert!(
+                    added.iter().any(|a| a == method),
+                    "{stem}: `{id}` is not one of its new tests {added:?}"
+                );
+            }
+        }
+        for (stem, _) in SHOW_THE_BUG {
+            assert!(with_tests.iter().any(|s| s == stem), "SHOW_THE_BUG names {stem}, which adds no Python test");
+        }
+        // Only the patches in a series count: on a base with the fixes
+        // upstream, none of them is there.
+        let one = [dir.join(format!("{}.patch", SHOW_THE_BUG[0].0))];
+        assert_eq!(shown_in(&one).len(), SHOW_THE_BUG[0].1.len());
+        assert!(shown_in(&[dir.join("0001-x.patch")]).is_empty());
     }
 
     #[test]

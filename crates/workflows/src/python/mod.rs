@@ -404,29 +404,20 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
 
     // 4. MLX's Python suite on both, one after the other: side by side, the
     // load made upstream's timing-dependent `test_async_eval_error_in_
-    // synchronize` fail in the suite. Patched runs first, in an empty kernel
-    // cache of its own, so that it builds every kernel its suite needs with
-    // its own code (0009 changes how kernels are built). Pristine, the
-    // control, then starts from a copy of the kernels patched built: the
-    // kernels' sources and names are the same on both, and compiling them a
-    // second time would cost about three minutes on 2 cores.
+    // synchronize` fail in the suite. Both run the tests of the patched
+    // tree, the series' new tests with them, as the control runs the
+    // series' C++ tests (`PRISTINE_PATHS`): they are Python, read by either
+    // wheel. Each variant builds its kernels in a cache of its own: since
+    // `0032` they compute other code under the same names.
+    let tests_tree = mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?
+        .source_dir()
+        .to_path_buf();
     let mut suites = BTreeMap::new();
     for (v, python) in pythons.iter().rev() {
-        let mlx = mlx_patched::build(*v, &crate::workspace::options()?)?;
         let cache = kernel_tmp(*v, true)?;
-        let seeded = if *v == Variant::PATCHED {
-            String::new()
-        } else {
-            let built = kernel_tmp(Variant::PATCHED, false)?;
-            mlx_patched::copy_tree(&built, &cache)?;
-            format!(", from the kernels patched built ({})", built.display())
-        };
-        eprintln!(
-            "running MLX's Python test suite on {} (DEVICE=cpu){seeded}",
-            v.name
-        );
+        eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name);
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.insert(v.name, mlx_suite(python, mlx.source_dir(), &log, &cache)?);
+        suites.insert(v.name, mlx_suite(python, &tests_tree, &log, &cache)?);
     }
     // A test flaky on patched and not explained by pristine's results, or
     // failing on patched where pristine passed, runs alone, as often on
@@ -438,21 +429,16 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     let mut repeats = BTreeMap::new();
     if !unexplained.is_empty() {
         let ids: Vec<&String> = unexplained.iter().collect();
-        let tree = |v: Variant| -> Result<std::path::PathBuf> {
-            Ok(mlx_patched::build(v, &crate::workspace::options()?)?
-                .source_dir()
-                .to_path_buf())
-        };
         let on_pristine = repeat_tests(
             &pythons[0].1,
-            &tree(Variant::PRISTINE)?,
+            &tests_tree,
             &ids,
             FLAKY_REPEATS,
             HANG_AFTER,
         )?;
         let on_patched = repeat_tests(
             &pythons[1].1,
-            &tree(Variant::PATCHED)?,
+            &tests_tree,
             &ids,
             FLAKY_REPEATS,
             HANG_AFTER,
@@ -518,7 +504,9 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         });
     }
 
+    let show_the_bug = judge::shown_in(&mlx_patched::run_series()?);
     Ok(Evidence {
+        show_the_bug,
         report,
         install,
         ablation,

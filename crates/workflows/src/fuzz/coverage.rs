@@ -258,7 +258,11 @@ pub fn render(sources: &[(String, GcovrReport)], notes: &[String]) -> String {
     for (scope, cells) in tabulate(sources) {
         t += &format!(
             "| {scope} | {} |\n",
-            cells.iter().map(|c| c.cell()).collect::<Vec<_>>().join(" | ")
+            cells
+                .iter()
+                .map(|c| c.cell())
+                .collect::<Vec<_>>()
+                .join(" | ")
         );
     }
     for n in notes {
@@ -335,7 +339,8 @@ fn read_counters(
         // Relative filters are anchored at the working folder.
         .current_dir(mlx.source_dir());
     for f in scopes().iter().flat_map(|s| s.files.clone()) {
-        cmd.arg("--filter").arg(format!("{}$", f.replace('.', "\\.")));
+        cmd.arg("--filter")
+            .arg(format!("{}$", f.replace('.', "\\.")));
     }
     let status = cmd
         .arg("--json")
@@ -366,7 +371,9 @@ pub fn run(args: CoverageArgs) -> Result<()> {
         .parent()
         .context("a variant's prefix is in its folder")?
         .join("build");
-    let out = crate::workspace::target_dir()?.join("fuzz").join("coverage");
+    let out = crate::workspace::target_dir()?
+        .join("fuzz")
+        .join("coverage");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out)?;
     let gcovr = crate::python_env::venv_with(
@@ -374,12 +381,15 @@ pub fn run(args: CoverageArgs) -> Result<()> {
         &[COVERAGE_REQUIREMENTS],
         &[],
     )?;
-    let (worker, label) = super::coverage_worker(Releases::OneThread)?;
+    let (worker, label) = super::worker::coverage_worker(Releases::OneThread)?;
     let mut sources: Vec<(String, GcovrReport)> = Vec::new();
     let mut notes = Vec::new();
 
     // MLX's C++ suite.
-    eprintln!("fuzz coverage: MLX's C++ suite on the coverage build, after {}", mlx_patched::progress::elapsed(started.elapsed()));
+    eprintln!(
+        "fuzz coverage: MLX's C++ suite on the coverage build, after {}",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
     remove_counters(&build)?;
     let status = Command::new(mlx.mlx_tests())
         .status()
@@ -391,7 +401,10 @@ pub fn run(args: CoverageArgs) -> Result<()> {
     ));
 
     // MLX's Python suite, through the coverage build's own wheels.
-    eprintln!("fuzz coverage: MLX's Python suite (a few minutes) on the coverage build, after {}", mlx_patched::progress::elapsed(started.elapsed()));
+    eprintln!(
+        "fuzz coverage: MLX's Python suite (a few minutes) on the coverage build, after {}",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
     remove_counters(&build)?;
     let wheel_dir = crate::python_env::python_root()?.join("patched-cov");
     let wheels = crate::python_env::wheels_of(Variant::PATCHED, &mlx, &opts, &wheel_dir)?;
@@ -427,7 +440,10 @@ pub fn run(args: CoverageArgs) -> Result<()> {
     ));
 
     // Our regression suite: every kept finding replayed, and the probes.
-    eprintln!("fuzz coverage: our regression suite on the coverage build, after {}", mlx_patched::progress::elapsed(started.elapsed()));
+    eprintln!(
+        "fuzz coverage: our regression suite on the coverage build, after {}",
+        mlx_patched::progress::elapsed(started.elapsed())
+    );
     remove_counters(&build)?;
     let mut served =
         mlx_fuzz::campaign::Served::new(worker.clone(), None).map_err(anyhow::Error::msg)?;

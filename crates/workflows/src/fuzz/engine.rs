@@ -4,7 +4,7 @@
 //! Both count the edges and features reached, so the two compare on one
 //! budget.
 
-use super::{keep, SHRINK_AT_MOST};
+use super::worker::{keep, SHRINK_AT_MOST};
 use crate::workspace::{anyhow, Result};
 use mlx_fuzz::campaign::{is_release_race, shrink_finding, Confirm, Served, Tally, Worker};
 use mlx_fuzz::guided::{Config, Engine, Execution, Origin, Strategy, Target};
@@ -105,7 +105,10 @@ impl Summary {
                 .iter()
                 .map(|(k, kept, tried)| format!("{k} {kept}/{tried}"))
                 .collect();
-            t += &format!("\nmutants kept/tried by their last mutation: {}", m.join(", "));
+            t += &format!(
+                "\nmutants kept/tried by their last mutation: {}",
+                m.join(", ")
+            );
         }
         for f in &self.findings {
             t += &format!(
@@ -222,16 +225,16 @@ pub fn engine_campaign(
     let mut target = Worked {
         served: Served::new(
             worker.clone(),
-            Some((&map_dir, mlx_patched::other_vars::MLX_FORK_COVERAGE_MAP.name)),
+            Some((
+                &map_dir,
+                mlx_patched::other_vars::MLX_FORK_COVERAGE_MAP.name,
+            )),
         )
         .map_err(anyhow::Error::msg)?,
         tally: &mut tally,
         next: 0,
     };
-    let mut engine = Engine::new(
-        Config::new(run.seed, run.releases, run.strategy),
-        corpus,
-    );
+    let mut engine = Engine::new(Config::new(run.seed, run.releases, run.strategy), corpus);
     let started = Instant::now();
     let budget = Duration::from_secs_f64(run.minutes * 60.0);
     let mut first_of: Vec<(Finding, Program, u64, String)> = Vec::new();
@@ -278,7 +281,12 @@ pub fn engine_campaign(
                     origin_name(&step.origin),
                     f.detail
                 );
-                first_of.push((f.clone(), step.program.clone(), step.run, origin_name(&step.origin)));
+                first_of.push((
+                    f.clone(),
+                    step.program.clone(),
+                    step.run,
+                    origin_name(&step.origin),
+                ));
             }
         }
         while started.elapsed() >= Duration::from_secs(60 * (by_minute.len() as u64 + 1)) {

@@ -2,7 +2,6 @@
 //! data), the claims it makes ([`judge`]) and its rows ([`render`]), pure
 //! and tested here on made-up evidence.
 
-use super::{EXCLUDED, MLX_PIN, SPEECH_CELL};
 use crate::peer_suite::{self, pytest_exit_problem, regression, Suite, RERUNS};
 use crate::workspace::{Ran, Tally};
 use mlx_expectations::outcomes::{failing_on_both, regressions};
@@ -10,6 +9,17 @@ use mlx_expectations::report::Row;
 use mlx_expectations::{ServerCell, ServerLeak};
 use std::collections::BTreeMap;
 use std::process::ExitStatus;
+
+/// The release mlx-audio's pinned version requires, exactly
+/// (`Requires-Dist: mlx==0.32.4`); the check reads it back from the
+/// installed metadata and fails if it changed.
+pub const MLX_PIN: &str = "0.32.4";
+
+/// The tests of mlx-audio's suite that are not run, each with its reason.
+pub const EXCLUDED: &str = "tests/python/mlx_audio_excluded.txt";
+
+/// The server cell's name in rows and messages.
+pub const SPEECH_CELL: &str = "mlx-audio MossFormer2_SE: enhance";
 
 /// The weights of MossFormer2_SE at its real size must be at least this:
 /// 210.8 MiB measured, so a model built smaller by mistake is caught.
@@ -194,7 +204,10 @@ fn judge_suites(t: &mut Tally, s: &Served) {
     };
     let problem = pytest_exit_problem(fork.status, peer_suite::failed(&fork.results));
     t.claim(problem.is_none(), || {
-        format!("mlx-audio's suite on the fork: {}", problem.unwrap_or_default())
+        format!(
+            "mlx-audio's suite on the fork: {}",
+            problem.unwrap_or_default()
+        )
     });
     let lost: Vec<String> = regressions(
         &peer_suite::words(&control.results),
@@ -288,7 +301,12 @@ mod tests {
     fn ran(success: bool) -> Ran {
         Ran {
             success,
-            status: if success { "exit status: 0" } else { "exit status: 1" }.into(),
+            status: if success {
+                "exit status: 0"
+            } else {
+                "exit status: 1"
+            }
+            .into(),
             stdout: String::new(),
             stderr: String::new(),
         }
@@ -346,7 +364,10 @@ mod tests {
                     speech(OFFICIAL_ON_FORK_BLAS, "f"),
                 ],
                 suites: vec![
-                    (OFFICIAL.into(), suite(&[("a", "passed"), ("b", "failed")], 1)),
+                    (
+                        OFFICIAL.into(),
+                        suite(&[("a", "passed"), ("b", "failed")], 1),
+                    ),
                     (FORK.into(), suite(&[("a", "passed"), ("b", "failed")], 1)),
                 ],
                 reruns: Vec::new(),
@@ -443,7 +464,11 @@ mod tests {
     fn the_rows_name_each_suite_and_the_cell() {
         let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
         assert_eq!(rows.len(), 2 + 4, "{rows:#?}");
-        assert!(rows[0].contains("on official: 1 passed, 1 failed"), "{}", rows[0]);
+        assert!(
+            rows[0].contains("on official: 1 passed, 1 failed"),
+            "{}",
+            rows[0]
+        );
         let mut e = good();
         e.served = None;
         assert_eq!(render(&e).len(), 1);

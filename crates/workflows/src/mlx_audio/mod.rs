@@ -23,7 +23,9 @@ use crate::peer_suite::{self, side_by_side, Site, RERUNS};
 use crate::python_env::{python_root, venv_over, venv_with};
 use crate::workspace::{anyhow, Context, Ran};
 use crate::workspace::{workspace_root, Result, Tally};
-use judge::{Evidence, Installed, Served, SpeechRuns, SuiteOutcome};
+use judge::{
+    Evidence, Installed, Served, SpeechRuns, SuiteOutcome, EXCLUDED, MLX_PIN, SPEECH_CELL,
+};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_patched::{CommandVars, Variant};
@@ -31,18 +33,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The release mlx-audio's pinned version requires, exactly
-/// (`Requires-Dist: mlx==0.32.4`); the check reads it back from the
-/// installed metadata and fails if it changed.
-pub const MLX_PIN: &str = "0.32.4";
 /// mlx-audio with every extra its tests import, and the test tools, pinned
 /// by hash.
 const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.txt";
-/// The tests of mlx-audio's suite that are not run, each with its reason.
-pub const EXCLUDED: &str = "tests/python/mlx_audio_excluded.txt";
 const SCRIPT: &str = "tests/python/speech_server.py";
-/// The server cell's name in rows and messages.
-pub const SPEECH_CELL: &str = "mlx-audio MossFormer2_SE: enhance";
 /// What mlx-audio imports beyond Python packages: PortAudio (its package
 /// `__init__` imports sounddevice, which loads PortAudio at import) and
 /// ffmpeg (its server encodes responses with it).
@@ -201,7 +195,11 @@ struct WheelSet {
 
 impl WheelSet {
     fn python(&self) -> Result<PathBuf> {
-        venv_over(&self.dir.join("mlx-audio-venv"), &self.files, &[REQUIREMENTS])
+        venv_over(
+            &self.dir.join("mlx-audio-venv"),
+            &self.files,
+            &[REQUIREMENTS],
+        )
     }
 
     fn kernels(&self) -> Result<PathBuf> {
@@ -231,7 +229,10 @@ fn vendored(site: &Path, prefixes: &[&str]) -> Result<String> {
             .with_context(|| format!("{}", dir.display()))?
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .find(|f| f.file_name().is_some_and(|n| n.to_string_lossy().starts_with(p)))
+            .find(|f| {
+                f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(p))
+            })
             .with_context(|| format!("no {p}* in {}", dir.display()))?;
         found.push(hit.display().to_string());
     }
@@ -299,8 +300,17 @@ fn speech(
             .and_then(|r| r.number("weights"))
             .unwrap_or(0);
         let cycles: Vec<&Record> = records.iter().filter(|r| r.kind == "cycle").collect();
-        runs.push(cycles.iter().filter_map(|r| r.number("retained_bytes")).collect());
-        digests.extend(cycles.iter().filter_map(|r| r.value("digest").map(String::from)));
+        runs.push(
+            cycles
+                .iter()
+                .filter_map(|r| r.number("retained_bytes"))
+                .collect(),
+        );
+        digests.extend(
+            cycles
+                .iter()
+                .filter_map(|r| r.value("digest").map(String::from)),
+        );
     }
     println!(
         "{SPEECH_CELL} on {label} ({:.1} MiB of weights): retained {runs:?}, digest {}",
@@ -436,7 +446,9 @@ fn collect() -> Result<Evidence> {
         suite_site(&sets[0], &pythons[0], &official_site)?,
         suite_site(&sets[1], &pythons[1], &fork_site)?,
     ];
-    eprintln!("running mlx-audio's test suite on the official wheel and the fork side by side (offline)");
+    eprintln!(
+        "running mlx-audio's test suite on the official wheel and the fork side by side (offline)"
+    );
     let mut suites = Vec::new();
     for (site, run) in sites
         .iter()

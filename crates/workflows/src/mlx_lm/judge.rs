@@ -2,7 +2,6 @@
 //! the claims it must make ([`judge`]) and its rows ([`render`]), both
 //! pure and tested here on made-up evidence.
 
-use super::EXCLUDED;
 use crate::peer_suite::{pytest_exit_problem, regression, Suite, RERUNS};
 use crate::workspace::{Ran, Tally};
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions, Outcome};
@@ -11,6 +10,9 @@ use mlx_expectations::ServerCell;
 use mlx_patched::{Expectations, Variant};
 use std::collections::BTreeMap;
 use std::process::ExitStatus;
+
+/// The tests of mlx-lm's suite that are not run, each with its reason.
+pub const EXCLUDED: &str = "tests/python/mlx_lm_excluded.txt";
 
 /// Everything the mlx-lm check ran.
 pub struct Evidence {

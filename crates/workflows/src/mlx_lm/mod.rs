@@ -17,7 +17,7 @@ mod judge;
 
 use crate::workspace::{anyhow, Context, Ran};
 use crate::workspace::{workspace_root, Result, Tally};
-use judge::{Aborted, Evidence, Logits, ServerRuns, SuiteRun, UserPath};
+use judge::{Aborted, Evidence, Logits, ServerRuns, SuiteRun, UserPath, EXCLUDED};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::{ServerCell, ServerLeak, SERVER_CELLS};
@@ -28,8 +28,6 @@ use std::process::Command;
 
 /// mlx-lm and everything its offline tests import, pinned by hash.
 const REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-lm.txt";
-/// The tests of mlx-lm's suite that are not run, each with its reason.
-pub const EXCLUDED: &str = "tests/python/mlx_lm_excluded.txt";
 const SCRIPT: &str = "tests/python/model_server.py";
 
 /// The mlx-lm requirement of [`REQUIREMENTS`]: its line and the hash lines
@@ -365,10 +363,10 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     // patched, runs again alone on both variants, the same number of times.
     let mut reruns = Vec::new();
     for id in peer_suite::candidates(&suites[0].results, &suites[1].results) {
-        let on_patched = site(Variant::PATCHED, &envs[1].1, &root)?
-            .failures_alone("mlx-lm", &id, RERUNS)?;
-        let on_pristine = site(Variant::PRISTINE, &envs[0].1, &root)?
-            .failures_alone("mlx-lm", &id, RERUNS)?;
+        let on_patched =
+            site(Variant::PATCHED, &envs[1].1, &root)?.failures_alone("mlx-lm", &id, RERUNS)?;
+        let on_pristine =
+            site(Variant::PRISTINE, &envs[0].1, &root)?.failures_alone("mlx-lm", &id, RERUNS)?;
         println!("mlx-lm's {id}: alone, failed {on_patched} of {RERUNS} runs on patched and {on_pristine} of {RERUNS} on pristine");
         reruns.push((id, on_patched, on_pristine));
     }

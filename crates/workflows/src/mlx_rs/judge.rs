@@ -2,7 +2,6 @@
 //! the claims it must make ([`judge`]) and its rows ([`render`]), both
 //! pure and tested here on made-up evidence.
 
-use super::{count, Run, SuiteOutcome, CELLS};
 use crate::workspace::{Ran, Tally};
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions, Outcome};
 use mlx_expectations::report::Row;
@@ -10,6 +9,37 @@ use mlx_expectations::{Cell, RACE};
 use mlx_patched::{Expectations, Variant};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// One run of the proof program: its `cycle` lines.
+pub struct Run {
+    /// Bytes retained after each cycle.
+    pub retained: Vec<i64>,
+    /// The output digest of each cycle.
+    pub digests: Vec<String>,
+}
+
+/// mlx-rs 0.33.0's own tests on one variant.
+#[derive(Default)]
+pub struct SuiteOutcome {
+    /// Test name -> `ok`, `FAILED` or `ignored`.
+    pub results: BTreeMap<String, String>,
+    /// Why each failure failed.
+    pub reasons: BTreeMap<String, String>,
+    /// Why the run's exit disagrees with its results, if it does.
+    pub exit_problem: Option<String>,
+}
+
+/// The report's cell over 10 cycles, the others over 3 (all at the
+/// report's sizes).
+pub(crate) const CELLS: &[(Cell, &str)] = &[
+    (Cell::REPORT, "10"),
+    (Cell::SLICES, "3"),
+    (Cell::NOT_EVALUATED, "3"),
+];
+
+pub(crate) fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
+    results.values().filter(|o| *o == outcome).count()
+}
 
 /// Everything the mlx-rs check ran.
 pub struct Evidence {

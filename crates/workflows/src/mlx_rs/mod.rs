@@ -14,10 +14,9 @@ mod judge;
 
 use crate::workspace::{anyhow, Context, Ran, Tally};
 use crate::workspace::{cargo, target_dir, workspace_root, Result};
-use judge::{Dependent, Evidence, Proof};
+use judge::{count, Dependent, Evidence, Proof, Run, SuiteOutcome, CELLS};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::report::Row;
-use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
 use mlx_patched::{vars, Artifacts, Env, Variant};
 use std::collections::BTreeMap;
@@ -64,14 +63,6 @@ For the unpatched control: MLX_SYS_PREFIX=$(cargo xtask prefix pristine).",
     Ok(())
 }
 
-/// One run of the proof program: its `cycle` lines.
-pub struct Run {
-    /// Bytes retained after each cycle.
-    pub retained: Vec<i64>,
-    /// The output digest of each cycle.
-    pub digests: Vec<String>,
-}
-
 fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]) -> Result<Run> {
     let mut cmd = Command::new(exe);
     cmd.args(args);
@@ -112,7 +103,10 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
 /// through mlx-patched (sharing this checkout's build of it), the control
 /// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
 /// mlx-c is compiled once per variant for every project that builds it.
-pub(crate) fn sys_env(variant: Variant, mlx: &Artifacts) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
+pub(crate) fn sys_env(
+    variant: Variant,
+    mlx: &Artifacts,
+) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
     let root = crate::workspace::options()?.root;
     Ok(if variant == Variant::PATCHED {
         vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
@@ -218,14 +212,6 @@ fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
     Ok(copy)
 }
 
-/// The report's cell over 10 cycles, the others over 3 (all at the
-/// report's sizes).
-pub(crate) const CELLS: &[(Cell, &str)] = &[
-    (Cell::REPORT, "10"),
-    (Cell::SLICES, "3"),
-    (Cell::NOT_EVALUATED, "3"),
-];
-
 /// Runs the proof program on each variant: every cell, the release race
 /// over processes, and the shims.
 fn proofs(variants: &[(Variant, Artifacts)]) -> Result<Vec<Proof>> {
@@ -307,17 +293,6 @@ fn suite_results(stdout: &str) -> BTreeMap<String, String> {
         results.insert(name.to_string(), outcome);
     }
     results
-}
-
-/// mlx-rs 0.33.0's own tests on one variant.
-#[derive(Default)]
-pub struct SuiteOutcome {
-    /// Test name -> `ok`, `FAILED` or `ignored`.
-    pub results: BTreeMap<String, String>,
-    /// Why each failure failed.
-    pub reasons: BTreeMap<String, String>,
-    /// Why the run's exit disagrees with its results, if it does.
-    pub exit_problem: Option<String>,
 }
 
 fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<SuiteOutcome> {
@@ -501,10 +476,6 @@ fn cargo_test_exit_problem(stdout: &str, stderr: &str, success: bool) -> Option<
     }
 }
 
-pub(crate) fn count(results: &BTreeMap<String, String>, outcome: &str) -> usize {
-    results.values().filter(|o| *o == outcome).count()
-}
-
 /// `cargo xtask mlx-rs-check`: collects the evidence, then judges it
 /// ([`judge::judge`]) and renders its rows ([`judge::render`]).
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
@@ -528,20 +499,32 @@ fn refuses_the_base(base: &mlx_patched::pin::Base) -> Result<Tally> {
         .args(["build", "--quiet", "--manifest-path"])
         .arg(workspace_root().join("crates/mlx-sys/Cargo.toml"))
         .var(vars::MLX_FORK_BASE, base.version);
-    let ran = Ran::from(&build.output().context("cannot run cargo build for mlx-sys")?);
+    let ran = Ran::from(
+        &build
+            .output()
+            .context("cannot run cargo build for mlx-sys")?,
+    );
     let mut t = Tally::new();
     let said = format!("no mlx-c release compiles against MLX {}", base.version);
     println!(
         "mlx-sys on MLX {}: the build {} ({})",
         base.version,
         if ran.success { "succeeded" } else { "failed" },
-        if ran.stderr.contains(&said) { "said why" } else { "did not say why" }
+        if ran.stderr.contains(&said) {
+            "said why"
+        } else {
+            "did not say why"
+        }
     );
     t.check(!ran.success && ran.stderr.contains(&said), || {
         format!(
             "the drop-in mlx-sys must refuse MLX {} with \"{said}\", but its build {}:\n{}",
             base.version,
-            if ran.success { "succeeded" } else { "failed otherwise" },
+            if ran.success {
+                "succeeded"
+            } else {
+                "failed otherwise"
+            },
             ran.stderr
         )
     });

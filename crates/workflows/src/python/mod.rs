@@ -10,6 +10,7 @@ mod judge;
 use crate::workspace::{anyhow, Context, Tally};
 use crate::workspace::{workspace_root, Result};
 use judge::{Ablation, AblationRun, Evidence, FindingRun, SecondShape};
+use judge::{Repeats, FLAKY_REPEATS, VARIANTS};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
@@ -17,8 +18,6 @@ use mlx_patched::CommandVars;
 use mlx_patched::Expectations;
 use mlx_patched::Variant;
 
-/// The control first, then the fix.
-const VARIANTS: [Variant; 2] = [Variant::PRISTINE, Variant::PATCHED];
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -150,19 +149,6 @@ pub(crate) fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
     Ok(events)
 }
 
-/// How one test did, run alone over and over, each run in a process of
-/// its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repeats {
-    /// Runs made.
-    pub runs: u64,
-    /// Runs that failed, hung or died without a result included.
-    pub failures: u64,
-    /// Runs that did not end within the time allowed (killed, and counted
-    /// among the failures).
-    pub hung: u64,
-}
-
 /// Runs each of `ids` alone `times` times, each run in a fresh process (runs
 /// in one process are not independent trials: upstream's
 /// `test_async_eval_error_in_synchronize`, repeated in one process, hangs
@@ -220,16 +206,6 @@ fn repeat_tests(
 /// How long one run of a repeated test may take before it counts as hung
 /// (a run takes a fraction of a second; each hang seen costs this much).
 const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// How often a test that is flaky on patched runs alone on each variant,
-/// each run a process of its own, two at a time (100 runs took 11 s on 2
-/// busy cores). The one flaky test seen here, `test_eval.TestEval.
-/// test_async_eval_error_in_synchronize` (an error that surfaces in
-/// `async_eval` instead of `synchronize` when the work finishes first),
-/// failed in 2 of 1000 fresh processes on pristine and 4 of 1000 on
-/// patched: rare on both, so the judge compares rates
-/// ([`judge::flaky_regression`]) and asks no failure of pristine.
-pub const FLAKY_REPEATS: u32 = 1000;
 
 /// `cargo xtask python-check`: collects the evidence, then judges it
 /// ([`judge::judge`]) and renders its rows ([`judge::render`]).
@@ -429,20 +405,9 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     let mut repeats = BTreeMap::new();
     if !unexplained.is_empty() {
         let ids: Vec<&String> = unexplained.iter().collect();
-        let on_pristine = repeat_tests(
-            &pythons[0].1,
-            &tests_tree,
-            &ids,
-            FLAKY_REPEATS,
-            HANG_AFTER,
-        )?;
-        let on_patched = repeat_tests(
-            &pythons[1].1,
-            &tests_tree,
-            &ids,
-            FLAKY_REPEATS,
-            HANG_AFTER,
-        )?;
+        let on_pristine =
+            repeat_tests(&pythons[0].1, &tests_tree, &ids, FLAKY_REPEATS, HANG_AFTER)?;
+        let on_patched = repeat_tests(&pythons[1].1, &tests_tree, &ids, FLAKY_REPEATS, HANG_AFTER)?;
         for id in unexplained {
             let both = (on_patched[&id], on_pristine[&id]);
             repeats.insert(id, both);

@@ -2,7 +2,6 @@
 //! showed. The verdicts come from `mlx_patched::Expectations`.
 
 use super::logs::{Report, Site};
-use super::record::Check;
 use super::scenarios::{Outcome, RELEASE_RACE};
 use mlx_patched::{Expect, Sanitizer};
 use std::collections::BTreeSet;
@@ -151,9 +150,7 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
         // The control lacks the release race's fix on every base: TSan or
         // the census must see the race there.
         if is_control(name) && sanitizer == Sanitizer::Thread {
-            let race = outcomes
-                .iter()
-                .find(|o| o.scenario == RELEASE_RACE);
+            let race = outcomes.iter().find(|o| o.scenario == RELEASE_RACE);
             let races = race.map_or(0, |o| {
                 o.reports
                     .iter()
@@ -312,6 +309,15 @@ pub fn checks(sanitizer: Sanitizer, runs: &[VariantRun], touched: &[String]) -> 
         }
     }
     out
+}
+
+/// One expectation of a run, and whether it held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// Which expectation: `<variant>: <what>` ([`expected_ids`]).
+    pub id: String,
+    pub ok: bool,
+    pub what: String,
 }
 
 #[cfg(test)]

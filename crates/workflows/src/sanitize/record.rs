@@ -6,6 +6,7 @@
 //! before the run starts; `cargo xtask test` checks both records against
 //! the inputs of the tree it tests.
 
+use super::judge::Check;
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
 use crate::workspace::{anyhow, Context};
 use crate::workspace::{workspace_root, Result};
@@ -34,7 +35,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "6fd156a284ec70e40a994d0d7389315e8f66d5399188282de35251a8800a8873";
+    "19af758dd2efef031705aecd2d1cad73fc0ed8612e136dfe16bd762366bd4fe7";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a
@@ -161,15 +162,6 @@ pub fn fingerprint(sanitizer: Sanitizer, opts: &Options) -> Result<String> {
         f.text("rustc", String::from_utf8_lossy(&rustc.stdout).trim());
     }
     Ok(f.finish())
-}
-
-/// One expectation of a run, and whether it held.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    /// Which expectation: `<variant>: <what>` ([`super::judge::expected_ids`]).
-    pub id: String,
-    pub ok: bool,
-    pub what: String,
 }
 
 /// What a run records: the fingerprint of its inputs, the expectations

@@ -1,8 +1,8 @@
 //! The markdown report of a sanitizer run, rendered from its results.
 
+use super::judge::Check;
 use super::judge::VariantRun;
 use super::logs::Report;
-use super::record::Check;
 use mlx_patched::{Expect, Sanitizer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

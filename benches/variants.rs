@@ -301,10 +301,7 @@ fn peer_comparison() {
 /// (`target/mossformer2/<variant>/release`).
 fn mossformer2_binary(v: &Variant) -> Option<std::path::PathBuf> {
     let target = std::path::Path::new(v.prefix).ancestors().nth(4)?;
-    let bin = target
-        .join("mossformer2")
-        .join(v.name)
-        .join("release/mossformer2-cycles");
+    let bin = target.join("mossformer2").join(v.name).join("release/mossformer2-cycles");
     bin.is_file().then_some(bin)
 }
 
@@ -325,9 +322,7 @@ fn mossformer2(c: &mut Criterion) {
         variant(mlx_patched::Variant::PRISTINE),
         variant(mlx_patched::Variant::PATCHED),
     );
-    let (Some(bin_pristine), Some(bin_patched)) =
-        (mossformer2_binary(pristine), mossformer2_binary(patched))
-    else {
+    let (Some(bin_pristine), Some(bin_patched)) = (mossformer2_binary(pristine), mossformer2_binary(patched)) else {
         println!("\nmossformer2: the port is not built optimized for both variants; `cargo xtask real-model --cells rust-pristine,rust-patched --cycles 0` builds it");
         return;
     };
@@ -341,9 +336,7 @@ fn mossformer2(c: &mut Criterion) {
         ("patched_split", &bin_patched, false),
         ("patched_slices", &bin_patched, true),
     ] {
-        group.bench_function(name, |b| {
-            b.iter_custom(|iters| timed_mossformer2(bin, slices, iters))
-        });
+        group.bench_function(name, |b| b.iter_custom(|iters| timed_mossformer2(bin, slices, iters)));
     }
     group.finish();
     const UNIT: u64 = 4;
@@ -359,19 +352,10 @@ fn mossformer2(c: &mut Criterion) {
     };
     println!("\nmossformer2 iteration, median of {ROUNDS} interleaved rounds of {UNIT}:\n");
     for (what, r) in [
-        (
-            "patched / pristine (split)",
-            ratio((&bin_patched, false), (&bin_pristine, false)),
-        ),
-        (
-            "slices / split (patched)",
-            ratio((&bin_patched, true), (&bin_patched, false)),
-        ),
+        ("patched / pristine (split)", ratio((&bin_patched, false), (&bin_pristine, false))),
+        ("slices / split (patched)", ratio((&bin_patched, true), (&bin_patched, false))),
     ] {
-        println!(
-            "{what:28} | {r:7.3} | goal 1.02 | {}",
-            if r <= 1.02 { "yes" } else { "NO" }
-        );
+        println!("{what:28} | {r:7.3} | goal 1.02 | {}", if r <= 1.02 { "yes" } else { "NO" });
     }
 }
 

@@ -12,12 +12,8 @@ use mlx_workflows::real_model::{self, judge::Tally, RealModelArgs};
 /// that the control leaked (`miss` states how likely it is not to, at its
 /// rate) and that the fix did not.
 fn control_leaks_and_fix_does_not(control: &str, fix: &str, cycles: u32, miss: &str) {
-    let records =
-        std::env::temp_dir().join(format!("real-model-check-{control}-{}", std::process::id()));
-    let cells = vec![
-        real_model::cell(control).unwrap(),
-        real_model::cell(fix).unwrap(),
-    ];
+    let records = std::env::temp_dir().join(format!("real-model-check-{control}-{}", std::process::id()));
+    let cells = vec![real_model::cell(control).unwrap(), real_model::cell(fix).unwrap()];
     real_model::run(RealModelArgs {
         cells: cells.clone(),
         cycles,
@@ -30,10 +26,7 @@ fn control_leaks_and_fix_does_not(control: &str, fix: &str, cycles: u32, miss: &
     let tally = |c| Tally::of(&real_model::recorded(&records, base, c).unwrap());
     let (control_tally, fix_tally) = (tally(cells[0]), tally(cells[1]));
     assert_eq!((control_tally.cycles, fix_tally.cycles), (cycles, cycles));
-    assert_eq!(
-        control_tally.failed_processes + fix_tally.failed_processes,
-        0
-    );
+    assert_eq!(control_tally.failed_processes + fix_tally.failed_processes, 0);
     assert!(
         control_tally.leaked() > 0,
         "{control} leaked in none of {cycles} cycles ({miss})"
@@ -61,10 +54,5 @@ fn the_real_model_leaks_on_the_control_and_never_on_the_fix() {
 #[test]
 #[ignore = "builds the Rust port on both variants and runs the 210.8 MiB model for about five minutes: cargo test --test real_model -- --ignored"]
 fn through_mlx_rs_the_real_model_leaks_on_the_control_and_never_on_the_fix() {
-    control_leaks_and_fix_does_not(
-        "rust-pristine",
-        "rust-patched",
-        400,
-        "probability 0.53% at its rate",
-    );
+    control_leaks_and_fix_does_not("rust-pristine", "rust-patched", 400, "probability 0.53% at its rate");
 }

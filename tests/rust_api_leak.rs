@@ -82,10 +82,10 @@ fn the_loaded_library_is_the_linked_variants() {
     if mlx_patched::Env::process().series_dir().is_none() {
         // The leak fix adds it; a base whose upstream fixed the leak its
         // own way (0.32.4's `release`) leaves the fix out.
-        let carries_the_fix = mlx_patched::run_series().unwrap().iter().any(|p| {
-            p.file_stem()
-                .is_some_and(|s| s == mlx_patched::pin::LEAK_FIX)
-        });
+        let carries_the_fix = mlx_patched::run_series()
+            .unwrap()
+            .iter()
+            .any(|p| p.file_stem().is_some_and(|s| s == mlx_patched::pin::LEAK_FIX));
         assert_eq!(
             exports,
             linked().name == mlx_patched::Variant::PATCHED.name && carries_the_fix,

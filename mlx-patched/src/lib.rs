@@ -129,9 +129,10 @@ pub fn run_series() -> Result<Vec<PathBuf>, Error> {
 /// A short description of the upstream tree for messages.
 pub fn describe(upstream: &Upstream) -> String {
     match &upstream.origin {
-        Origin::Pinned(base) => {
-            format!("upstream MLX v{} (tree {})", base.version, upstream.tree_id)
-        }
+        Origin::Pinned(base) => format!(
+            "upstream MLX v{} (tree {})",
+            base.version, upstream.tree_id
+        ),
         Origin::Carrier(v) => format!(
             "upstream MLX from {} {v} (tree {})",
             pin::CARRIER_CRATE,

@@ -488,13 +488,7 @@ pub struct Served {
 /// Every thread's stack of process `pid`, by gdb (batch mode), or why not.
 fn stacks_of(pid: u32) -> String {
     match Command::new("gdb")
-        .args([
-            "-p",
-            &pid.to_string(),
-            "-batch",
-            "-ex",
-            "thread apply all bt",
-        ])
+        .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
         .stdin(Stdio::null())
         .output()
     {
@@ -590,12 +584,10 @@ impl Served {
                     self.worker.exe.display()
                 ))
             }
-            (Some(n), Some(_)) => {
-                return Err(format!(
+            (Some(n), Some(_)) => return Err(format!(
                 "the worker's edge map has {n} counters, the driver's {}: they were built apart",
                 crate::edges::MAP_SIZE
-            ))
-            }
+            )),
             (Some(_), None) => {}
             (None, _) => {
                 return Err(format!(

@@ -214,12 +214,7 @@ fn zeros(tys: &[Ty]) -> String {
     format!("Arrays{{{}}}", each.join(", "))
 }
 
-fn stmt(
-    out: &mut String,
-    s: &Stmt,
-    sigs: &std::collections::BTreeMap<FnId, Vec<Ty>>,
-    indent: &str,
-) {
+fn stmt(out: &mut String, s: &Stmt, sigs: &std::collections::BTreeMap<FnId, Vec<Ty>>, indent: &str) {
     let w = |out: &mut String, line: String| writeln!(out, "{indent}{line}").unwrap();
     match s {
         Stmt::Let { out: v, op } => {

@@ -213,7 +213,9 @@ impl Engine {
                     // Short programs run and mutate faster, as AFL favours
                     // small, fast inputs; and a program loses weight each
                     // time it is picked.
-                    rarity / (1.0 + e.picked as f64 / 8.0) / (1.0 + e.program.len() as f64 / 64.0)
+                    rarity
+                        / (1.0 + e.picked as f64 / 8.0)
+                        / (1.0 + e.program.len() as f64 / 64.0)
                 })
                 .collect();
             self.weights_at = self.runs;

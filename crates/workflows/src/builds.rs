@@ -45,7 +45,11 @@ pub fn mlx_builds(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// for one of `roots` (each base's root), with a folder that is not itself
 /// a base's.
 pub fn strays(found: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
-    let is_base_dir = |name: &str| mlx_patched::pin::BASES.iter().any(|b| b.dir_name() == name);
+    let is_base_dir = |name: &str| {
+        mlx_patched::pin::BASES
+            .iter()
+            .any(|b| b.dir_name() == name)
+    };
     found
         .iter()
         .filter(|cache| {
@@ -67,19 +71,12 @@ pub fn strays(found: &[PathBuf], roots: &[PathBuf]) -> Vec<PathBuf> {
 
 /// The claim: every MLX build under the target directory and the base
 /// roots is one the layout names. The builds it saw, or the strays.
-pub fn built_once(
-    target: &Path,
-    roots: &[PathBuf],
-) -> Result<std::result::Result<usize, Vec<PathBuf>>> {
+pub fn built_once(target: &Path, roots: &[PathBuf]) -> Result<std::result::Result<usize, Vec<PathBuf>>> {
     let mut dirs = vec![target.to_path_buf()];
     dirs.extend(roots.iter().filter(|r| !r.starts_with(target)).cloned());
     let found = mlx_builds(&dirs)?;
     let bad = strays(&found, roots);
-    Ok(if bad.is_empty() {
-        Ok(found.len())
-    } else {
-        Err(bad)
-    })
+    Ok(if bad.is_empty() { Ok(found.len()) } else { Err(bad) })
 }
 
 #[cfg(test)]
@@ -122,11 +119,7 @@ mod tests {
     fn only_mlx_s_own_project_counts() {
         let dir = std::env::temp_dir().join(format!("mlx-builds-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        for (sub, project) in [
-            ("a/build", "mlx"),
-            ("b/build", "mlx_fork_python"),
-            ("c", "mlxc"),
-        ] {
+        for (sub, project) in [("a/build", "mlx"), ("b/build", "mlx_fork_python"), ("c", "mlxc")] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
             std::fs::write(
                 dir.join(sub).join("CMakeCache.txt"),

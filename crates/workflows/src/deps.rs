@@ -58,11 +58,7 @@ pub fn install_debian(wanted: &[&str]) -> Result<()> {
             wanted.join(" ")
         ));
     }
-    let missing: Vec<&str> = wanted
-        .iter()
-        .copied()
-        .filter(|p| !is_installed(p))
-        .collect();
+    let missing: Vec<&str> = wanted.iter().copied().filter(|p| !is_installed(p)).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -129,14 +125,7 @@ pub fn install_debian(wanted: &[&str]) -> Result<()> {
             Ok(())
         } else {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let tail: Vec<&str> = text
-                .lines()
-                .rev()
-                .take(20)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
             Err(anyhow!(
                 "apt-get {} failed ({status}); the end of its output ({}):\n{}\nrun it yourself:\n    sudo apt-get update && sudo apt-get install -y {}",
                 args.join(" "),

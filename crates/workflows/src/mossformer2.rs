@@ -56,20 +56,13 @@ pub enum Profile {
 /// Builds the port's binaries against `variant`; returns the folder that
 /// holds them.
 pub fn build(variant: Variant, profile: Profile) -> Result<PathBuf> {
-    eprintln!(
-        "building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {} ({profile:?})",
-        variant.name
-    );
+    eprintln!("building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {} ({profile:?})", variant.name);
     let mut args = vec!["build", "--quiet", "--bins"];
     if profile == Profile::Release {
         args.push("--release");
     }
     crate::workspace::run(&mut port_cargo(variant, &args)?)?;
-    Ok(target_of(variant)?.join(if profile == Profile::Release {
-        "release"
-    } else {
-        "debug"
-    }))
+    Ok(target_of(variant)?.join(if profile == Profile::Release { "release" } else { "debug" }))
 }
 
 /// The port's own tests against `variant`: its size and its errors.
@@ -94,23 +87,17 @@ pub struct Comparison {
 /// weights on the same input and compares its mask bit for bit.
 pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Result<Comparison> {
     let python = crate::python_env::mlx_audio_env(variant)?;
-    let dir = target_dir()?
-        .join("mossformer2")
-        .join("compare")
-        .join(format!(
-            "{}-{frames}{}",
-            variant.name,
-            if slices { "-slices" } else { "" }
-        ));
+    let dir = target_dir()?.join("mossformer2").join("compare").join(format!(
+        "{}-{frames}{}",
+        variant.name,
+        if slices { "-slices" } else { "" }
+    ));
     let mut export = Command::new(&python);
     export
         .arg(workspace_root().join(EXPORT))
         .arg(&dir)
         .args(["--frames", &frames.to_string()])
-        .var(
-            mlx_patched::other_vars::PYTHONPATH,
-            workspace_root().join("tests/python"),
-        );
+        .var(mlx_patched::other_vars::PYTHONPATH, workspace_root().join("tests/python"));
     if slices {
         export.arg("--slices");
     }
@@ -125,33 +112,15 @@ pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Resu
     if slices {
         port.arg("--slices");
     }
-    let out = port
-        .output()
-        .with_context(|| format!("cannot run {}", bins.display()))?;
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout).trim(),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
+    let out = port.output().with_context(|| format!("cannot run {}", bins.display()))?;
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout).trim(), String::from_utf8_lossy(&out.stderr).trim());
     // Exit 0: equal; 1: compared and different; anything else: no comparison.
     let equal = match out.status.code() {
         Some(0) => true,
         Some(1) => false,
-        _ => {
-            return Err(anyhow!(
-                "mossformer2-mask on {} failed ({}): {said}",
-                variant.name,
-                out.status
-            ))
-        }
+        _ => return Err(anyhow!("mossformer2-mask on {} failed ({}): {said}", variant.name, out.status)),
     };
-    Ok(Comparison {
-        variant,
-        frames,
-        slices,
-        equal,
-        said,
-    })
+    Ok(Comparison { variant, frames, slices, equal, said })
 }
 
 /// Active memory with one compiled shape and with two, and the weights.
@@ -165,32 +134,19 @@ struct SecondShape {
 /// then at 300; `lazy`: the weights are not evaluated before the first call.
 fn second_shape(bins: &Path, weights: &Path, lazy: bool) -> Result<SecondShape> {
     let mut c = Command::new(bins.join("mossformer2-cycles"));
-    c.args(["--cycles", "1", "--second-shape", "300", "--weights"])
-        .arg(weights);
+    c.args(["--cycles", "1", "--second-shape", "300", "--weights"]).arg(weights);
     if lazy {
         c.arg("--no-eval");
     }
     let out = c.output().context("cannot run mossformer2-cycles")?;
     if !out.status.success() {
-        return Err(anyhow!(
-            "mossformer2-cycles failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(anyhow!("mossformer2-cycles failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .next()
-        .ok_or_else(|| anyhow!("mossformer2-cycles printed nothing"))?;
-    let v: serde_json::Value = serde_json::from_str(line)
-        .with_context(|| format!("a record of mossformer2-cycles: {line}"))?;
+    let line = text.lines().next().ok_or_else(|| anyhow!("mossformer2-cycles printed nothing"))?;
+    let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("a record of mossformer2-cycles: {line}"))?;
     let field = |k: &str| v[k].as_i64().ok_or_else(|| anyhow!("no {k} in {line}"));
-    Ok(SecondShape {
-        one: field("live_one")?,
-        two: field("live_two")?,
-        weights: field("weights")?,
-    })
+    Ok(SecondShape { one: field("live_one")?, two: field("live_two")?, weights: field("weights")? })
 }
 
 /// Cycles of the port's experiment binary in one process.
@@ -200,20 +156,13 @@ fn cycles(bins: &Path, n: u32) -> Result<Vec<i64>> {
         .output()
         .context("cannot run mossformer2-cycles")?;
     if !out.status.success() {
-        return Err(anyhow!(
-            "mossformer2-cycles failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(anyhow!("mossformer2-cycles failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)));
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l)
-                .with_context(|| format!("a record of mossformer2-cycles: {l}"))?;
-            v["retained_bytes"]
-                .as_i64()
-                .ok_or_else(|| anyhow!("no retained_bytes in {l}"))
+            let v: serde_json::Value = serde_json::from_str(l).with_context(|| format!("a record of mossformer2-cycles: {l}"))?;
+            v["retained_bytes"].as_i64().ok_or_else(|| anyhow!("no retained_bytes in {l}"))
         })
         .collect()
 }
@@ -225,10 +174,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     if base.mlxc.is_none() {
         // mlx-rs needs mlx-c, and none compiles against this base: the
         // mlx-rs check claims that the drop-in refuses it.
-        println!(
-            "mossformer2: no mlx-c compiles against MLX {}; the port runs on the default base only",
-            base.version
-        );
+        println!("mossformer2: no mlx-c compiles against MLX {}; the port runs on the default base only", base.version);
         return Ok(Tally::new());
     }
     mlx_patched::system::cpu_compile_works()?;
@@ -274,11 +220,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
             let s = second_shape(bins, &weights, lazy)?;
             let added = s.two - s.one;
             let share = added as f64 / s.weights as f64;
-            let how = if lazy {
-                "loaded lazily"
-            } else {
-                "evaluated first"
-            };
+            let how = if lazy { "loaded lazily" } else { "evaluated first" };
             println!(
                 "mossformer2 {} second shape, weights {how}: one {} B, two {} B, added {:.1}% of the weights",
                 variant.name, s.one, s.two, 100.0 * share
@@ -294,30 +236,19 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
                 });
             } else {
                 t.check(share < 0.05, || {
-                    format!(
-                        "{}: a second shape with the weights {how} added {added} bytes of {}",
-                        variant.name, s.weights
-                    )
+                    format!("{}: a second shape with the weights {how} added {added} bytes of {}", variant.name, s.weights)
                 });
             }
         }
     }
     let tests = port_tests(Variant::PATCHED)?;
-    t.check(tests.success, || {
-        format!(
-            "crates/mossformer2's tests failed on patched:\n{}\n{}",
-            tests.stdout, tests.stderr
-        )
-    });
+    t.check(tests.success, || format!("crates/mossformer2's tests failed on patched:\n{}\n{}", tests.stdout, tests.stderr));
     // A few cycles on each, as a figure, not a claim: the real model leaks
     // in about 1 cycle in 140 on the control, so three cycles cannot show
     // it; the claim is the experiment's (`cargo xtask real-model`).
     for &(variant, ref bins) in &built {
         let kept = cycles(bins, 3)?;
-        println!(
-            "mossformer2 {} cycles: retained {kept:?} bytes",
-            variant.name
-        );
+        println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
         rows.push(Row::note(format!(
             "MossFormer2_SE, Rust port on {}: bytes kept in 3 cycles {kept:?}",
             variant.name

@@ -5,8 +5,8 @@
 //! which also drops the exclusions by exact id; the rules that compare a
 //! control's outcomes with a fix's are pure functions here.
 
-use crate::workspace::workspace_root;
 use crate::workspace::{anyhow, Context, Result};
+use crate::workspace::workspace_root;
 use mlx_expectations::outcomes::{by_word, regressions};
 use mlx_patched::CommandVars;
 use std::collections::BTreeMap;

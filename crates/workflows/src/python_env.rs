@@ -58,11 +58,7 @@ pub(crate) fn venv_over(venv: &Path, first: &[PathBuf], requirements: &[&str]) -
 /// As [`venv_over`], with `requirements` installed without their
 /// dependencies: for a peer whose pin the wheels under test do not meet
 /// (mlx-audio 0.6.2 pins `mlx==0.32.4`; the 0.32.2 wheels stay).
-pub(crate) fn venv_no_deps(
-    venv: &Path,
-    first: &[PathBuf],
-    requirements: &[&str],
-) -> Result<PathBuf> {
+pub(crate) fn venv_no_deps(venv: &Path, first: &[PathBuf], requirements: &[&str]) -> Result<PathBuf> {
     venv_in_order(venv, requirements, first, true, false)
 }
 
@@ -426,17 +422,10 @@ const MLX_AUDIO_REQUIREMENTS: &str = "mlx-patched/python/requirements-mlx-audio.
 
 /// The interpreter of an environment with `wheels` and mlx-audio, in `dir`.
 pub fn mlx_audio_env_with(dir: &Path, wheels: &[PathBuf]) -> Result<PathBuf> {
-    venv_no_deps(
-        &dir.join("mossformer-venv"),
-        wheels,
-        &[MLX_AUDIO_REQUIREMENTS],
-    )
+    venv_no_deps(&dir.join("mossformer-venv"), wheels, &[MLX_AUDIO_REQUIREMENTS])
 }
 
 /// The same over the fork's wheels of `variant`, on the selected base.
 pub fn mlx_audio_env(variant: Variant) -> Result<PathBuf> {
-    mlx_audio_env_with(
-        &python_root()?.join(variant.name),
-        &build_wheel(variant)?.files(),
-    )
+    mlx_audio_env_with(&python_root()?.join(variant.name), &build_wheel(variant)?.files())
 }

@@ -497,12 +497,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         ));
     }
     let pinned = mlx_patched::upstream(&opts)?;
-    writeln!(
-        report,
-        "# Rebase from MLX v{} to v{version}\n",
-        from.version
-    )
-    .unwrap();
+    writeln!(report, "# Rebase from MLX v{} to v{version}\n", from.version).unwrap();
     writeln!(
         report,
         "- from: upstream tree `{}` ({} ={}, carrier tree `{}`)",
@@ -771,9 +766,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         if a.series.is_some() {
             return Err(anyhow!("--apply takes the series of patches/, with hand ports under patches/v{version}/: put them there and rebase without --series; nothing changed"));
         }
-        let carrier = carrier_version.context(
-            "--apply needs a carrier version (--to X.Y.Z): a base comes from a published crate",
-        )?;
+        let carrier = carrier_version.context("--apply needs a carrier version (--to X.Y.Z): a base comes from a published crate")?;
         if !provenance_ok {
             return Err(anyhow!("--apply needs a target whose files match the official wheels of its release; nothing changed"));
         }
@@ -834,9 +827,7 @@ fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -
         let manifest = std::fs::read_to_string(default.carrier_manifest())?;
         let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, default.carrier_version);
         if !manifest.contains(&old) {
-            return Err(anyhow!(
-                "the default base's manifest does not declare `{old}`"
-            ));
+            return Err(anyhow!("the default base's manifest does not declare `{old}`"));
         }
         std::fs::create_dir_all(&sources)?;
         written.push(sources.clone());
@@ -844,10 +835,7 @@ fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -
         std::fs::write(
             sources.join("Cargo.toml"),
             manifest
-                .replace(
-                    &old,
-                    &format!("{} = \"={}\"", pin::CARRIER_CRATE, target.carrier),
-                )
+                .replace(&old, &format!("{} = \"={}\"", pin::CARRIER_CRATE, target.carrier))
                 .replace(&name(default.version), &name(&target.version)),
         )?;
         std::fs::copy(
@@ -926,9 +914,7 @@ fn with_base_row(pin_rs: &str, t: &NewBase) -> Result<String> {
     let anchor = "    /// The default base: the first of [`BASES`].";
     let table = "pub const BASES: &[Base] = &[";
     let (Some(at), Some(t0)) = (pin_rs.find(anchor), pin_rs.find(table)) else {
-        return Err(anyhow!(
-            "pin.rs has no `{anchor}` or `{table}`: add the row by hand"
-        ));
+        return Err(anyhow!("pin.rs has no `{anchor}` or `{table}`: add the row by hand"));
     };
     let close = t0 + pin_rs[t0..].find("];").context("the end of BASES")?;
     let mut text = pin_rs.to_string();
@@ -954,8 +940,7 @@ mod tests {
 
     #[test]
     fn a_new_base_row_goes_into_the_table_inside_impl_base() {
-        let pin_rs =
-            std::fs::read_to_string(workspace_root().join("mlx-patched/src/pin.rs")).unwrap();
+        let pin_rs = std::fs::read_to_string(workspace_root().join("mlx-patched/src/pin.rs")).unwrap();
         let t = NewBase {
             version: "0.33.0".into(),
             carrier: "0.3.0".into(),
@@ -966,10 +951,7 @@ mod tests {
         };
         let text = with_base_row(&pin_rs, &t).unwrap();
         assert!(text.contains("pub const V0_33_0: Base = Base {"));
-        assert!(
-            text.contains(", Base::V0_33_0];"),
-            "the table lists it last"
-        );
+        assert!(text.contains(", Base::V0_33_0];"), "the table lists it last");
         assert!(text.contains("patch: \"0003-divmod-vmap-one-axis-per-output\","));
         // The row sits inside `impl Base`, before the accessors.
         let row = text.find("pub const V0_33_0").unwrap();

@@ -22,16 +22,13 @@ fn the_primitive_table_is_what_upstreams_headers_declare() {
         Err(e) => panic!("the upstream tree is needed: {e}"),
     };
     if opts.base.version != mlx_patched::pin::Base::default_base().version {
-        eprintln!(
-            "the table is of the default base's headers: not compared on {}",
-            opts.base.version
-        );
+        eprintln!("the table is of the default base's headers: not compared on {}", opts.base.version);
         return;
     }
     for header in ["primitives.h", "fast_primitives.h"] {
         let path = upstream.dir.join("mlx").join(header);
-        let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let declared = mlx_fuzz::primitives::declared(&text);
         assert!(declared.len() > 10, "{}: no classes read", path.display());
         assert_eq!(

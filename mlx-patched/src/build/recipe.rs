@@ -62,10 +62,7 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
         opts.env
             .track_file(&patch::ports_dir(&opts.patches_dir, opts.base.version));
     }
-    for p in all
-        .iter()
-        .chain(&opts.sanitizer.map(|s| s.build_files()).unwrap_or_default())
-    {
+    for p in all.iter().chain(&opts.sanitizer.map(|s| s.build_files()).unwrap_or_default()) {
         opts.env.track_file(p);
     }
     let mut series = patch::fix_series(&all)?;
@@ -100,7 +97,11 @@ pub(crate) fn recipe(variant: Variant, opts: &Options) -> Result<Recipe, Error> 
     // The debug aids go whole into every variant of a sanitizer build, the
     // control too, so that they measure the same thing on each.
     if opts.sanitizer.is_some() {
-        patches.extend(patch::fork_only(&all)?.into_iter().map(|p| (p, None)));
+        patches.extend(
+            patch::fork_only(&all)?
+                .into_iter()
+                .map(|p| (p, None)),
+        );
     }
     Ok(Recipe {
         name: variant.name.to_string(),

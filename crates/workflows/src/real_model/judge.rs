@@ -214,10 +214,7 @@ mod tests {
             &[("control".into(), cells(5, 995)), ("fix".into(), bad)],
             "control",
         );
-        assert!(
-            table.contains("| control | 0 | 1000 | 5 | 0.50% |"),
-            "{table}"
-        );
+        assert!(table.contains("| control | 0 | 1000 | 5 | 0.50% |"), "{table}");
         assert!(table.contains("(control)"));
         assert!(table.contains("2 (1 failed)"), "{table}");
     }

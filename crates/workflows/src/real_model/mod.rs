@@ -204,10 +204,7 @@ pub const CELLS: &[Cell] = &[
 pub fn cell(name: &str) -> Result<&'static Cell> {
     CELLS.iter().find(|c| c.name == name).ok_or_else(|| {
         let names: Vec<&str> = CELLS.iter().map(|c| c.name).collect();
-        anyhow!(
-            "unknown cell `{name}`: expected one of {}",
-            names.join(", ")
-        )
+        anyhow!("unknown cell `{name}`: expected one of {}", names.join(", "))
     })
 }
 
@@ -238,8 +235,7 @@ pub fn records_root() -> PathBuf {
 }
 
 fn records_file(root: &Path, base: &Base, cell: &Cell) -> PathBuf {
-    root.join(base.dir_name())
-        .join(format!("{}.jsonl", cell.name))
+    root.join(base.dir_name()).join(format!("{}.jsonl", cell.name))
 }
 
 /// A cell's recorded processes on `base` under `root` (none if it has no
@@ -275,10 +271,7 @@ fn program_for(libs: Libs) -> Result<PathBuf> {
                     base.version
                 ));
             }
-            Ok(
-                crate::mossformer2::build(v, crate::mossformer2::Profile::Release)?
-                    .join(RUST_BINARY),
-            )
+            Ok(crate::mossformer2::build(v, crate::mossformer2::Profile::Release)?.join(RUST_BINARY))
         }
         _ => python_for(libs),
     }
@@ -301,13 +294,7 @@ pub fn python_for(libs: Libs) -> Result<PathBuf> {
     }
 }
 
-fn command(
-    cell: &Cell,
-    python: &Path,
-    seed: u64,
-    per_process: u32,
-    kernels: &Path,
-) -> Result<Command> {
+fn command(cell: &Cell, python: &Path, seed: u64, per_process: u32, kernels: &Path) -> Result<Command> {
     if let Libs::Rust(_) = cell.libs {
         let mut cmd = Command::new(python);
         cmd.args(["--cycles", &per_process.to_string()])
@@ -499,10 +486,7 @@ pub fn report(root: &Path) -> Result<()> {
     for rust in [false, true] {
         let mut rows = Vec::new();
         for base in BASES {
-            for c in CELLS
-                .iter()
-                .filter(|c| matches!(c.libs, Libs::Rust(_)) == rust)
-            {
+            for c in CELLS.iter().filter(|c| matches!(c.libs, Libs::Rust(_)) == rust) {
                 let done = recorded(root, base, c)?;
                 if !done.is_empty() {
                     rows.push((format!("{} {}", base.version, c.name), Tally::of(&done)));
@@ -512,19 +496,9 @@ pub fn report(root: &Path) -> Result<()> {
         if rows.is_empty() {
             continue;
         }
-        let first = CELLS
-            .iter()
-            .find(|c| matches!(c.libs, Libs::Rust(_)) == rust)
-            .expect("a control");
+        let first = CELLS.iter().find(|c| matches!(c.libs, Libs::Rust(_)) == rust).expect("a control");
         let control = format!("{} {}", BASES[0].version, first.name);
-        println!(
-            "\n{}:\n",
-            if rust {
-                "Rust, over mlx-rs (crates/mossformer2)"
-            } else {
-                "Python, mlx-audio"
-            }
-        );
+        println!("\n{}:\n", if rust { "Rust, over mlx-rs (crates/mossformer2)" } else { "Python, mlx-audio" });
         print!("{}", judge::render(&rows, &control));
     }
     Ok(())

@@ -35,7 +35,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "19af758dd2efef031705aecd2d1cad73fc0ed8612e136dfe16bd762366bd4fe7";
+    "02b6ed82cf7f713740ef4a76c93b2ef1d0a912839e80f033a3565899ca8cb6a8";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a

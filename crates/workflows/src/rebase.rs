@@ -389,7 +389,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             })
         }
         Bug::ReleaseRace => {
-            let exe = probe("release_race")?;
+            let exe = probe(mlx_patched::probes::RELEASE_RACE)?;
             let out = Command::new(&exe)
                 .arg(RELEASE_RACE_TRIALS.to_string())
                 .output()
@@ -422,7 +422,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             })
         }
         Bug::KernelCacheRace => {
-            let exe = probe("kernel_cache_race")?;
+            let exe = probe(mlx_patched::probes::KERNEL_CACHE_RACE)?;
             let race = mlx_expectations::KERNEL_CACHE_RACE;
             let (mut failed, mut processes) = (0, 0);
             for round in 0..race.rounds {

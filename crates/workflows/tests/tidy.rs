@@ -720,6 +720,40 @@ fn rust_names_every_variable_through_its_declaration() {
     report("variables named by a bare string", bad);
 }
 
+/// Rust that writes a C++ probe's name as a string, outside its one home
+/// (`crates/facts/src/probes.rs`): use `probes::LEAK_SCENARIO` and the others.
+fn probe_names(path: &str, text: &str) -> Vec<String> {
+    if !path.ends_with(".rs")
+        || path == "crates/facts/src/probes.rs"
+        || path.starts_with("tests/mlx-rs/")
+        || path.starts_with("tests/mlx-sys-dependent/")
+    {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for p in mlx_patched::probes::CPP_PROBES {
+        let quoted = format!("\"{}\"", p.name);
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(&quoted) {
+                out.push(format!(
+                    "{path}:{}: the probe name {quoted}: use its constant in mlx_patched::probes",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rust_names_every_probe_through_its_constant() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| probe_names(p, t))
+        .collect();
+    report("probes named by a string", bad);
+}
+
 #[test]
 fn rust_names_every_variant_through_its_constant() {
     let bad = tracked()
@@ -889,6 +923,14 @@ fn the_variant_rule_rejects_a_name_written_out() {
     assert_eq!(variant_names("crates/workflows/src/a.rs", &text).len(), 1);
     assert!(variant_names("crates/facts/src/variants.rs", &text).is_empty());
     assert!(variant_names("crates/workflows/src/a.rs", "if v == Variant::PRISTINE {}").is_empty());
+}
+
+#[test]
+fn the_probe_rule_rejects_a_name_written_out() {
+    let text = "Command::new(v.probe(\"leak_scenario\"))";
+    assert_eq!(probe_names("tests/a.rs", text).len(), 1);
+    assert!(probe_names("crates/facts/src/probes.rs", text).is_empty());
+    assert!(probe_names("tests/a.rs", "v.probe(probes::LEAK_SCENARIO)").is_empty());
 }
 
 #[test]

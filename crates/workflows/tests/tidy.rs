@@ -873,6 +873,18 @@ fn every_generated_page_is_current() {
             path.display()
         );
     }
+    // The figures and phrases of hand-written pages that a table decides.
+    for page in mlx_workflows::docs::FRAGMENT_PAGES {
+        let path = workspace().join(page);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let filled = mlx_workflows::docs::fill(&text).unwrap();
+        assert!(
+            text == filled,
+            "{}: a fragment (`<!-- facts:… -->`) is not what the code's tables say now: run `cargo xtask docs`",
+            path.display()
+        );
+        assert!(text.contains("<!-- facts:"), "{page} holds no fragment");
+    }
 }
 
 // ---- each rule rejects what it is for ----

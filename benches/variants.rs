@@ -136,7 +136,7 @@ const MLX_LM_ROUNDS: usize = 7;
 
 fn timed(v: &Variant, workload: &str, iters: u64) -> Duration {
     nanoseconds(
-        Command::new(v.probe("graph_bench")).args([workload, &iters.to_string()]),
+        Command::new(v.probe(mlx_patched::probes::GRAPH_BENCH)).args([workload, &iters.to_string()]),
         &format!("{} graph_bench {workload}", v.name),
     )
 }

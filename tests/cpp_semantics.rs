@@ -8,7 +8,7 @@ use std::process::Command;
 #[test]
 fn held_output_of_unevaluated_multi_output_op_on_both_variants() {
     for variant in control_and_fixes() {
-        let out = Command::new(variant.probe("held_output"))
+        let out = Command::new(variant.probe(mlx_patched::probes::HELD_OUTPUT))
             .output()
             .expect("run the C++ probe");
         let stdout = String::from_utf8_lossy(&out.stdout);

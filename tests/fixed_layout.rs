@@ -14,7 +14,7 @@ const LAYOUTS: &str = "400";
 const REPLAYS: usize = 3;
 
 fn probe(v: &Variant) -> &'static str {
-    v.probe("fixed_layout_leak")
+    v.probe(mlx_patched::probes::FIXED_LAYOUT_LEAK)
 }
 
 fn leaking_layouts(run: &ProbeRun) -> Vec<i64> {

@@ -19,7 +19,7 @@ fn processes_building_one_kernel_cache_at_once_fail_on_the_control_only() {
         let mut failed = Vec::new();
         for r in 0..KERNEL_CACHE_RACE.rounds {
             let outcomes = kernel_cache_round(
-                Path::new(variant.probe("kernel_cache_race")),
+                Path::new(variant.probe(mlx_patched::probes::KERNEL_CACHE_RACE)),
                 &scratch.join(format!("{}-{r}", variant.name)),
                 KERNEL_CACHE_RACE.processes,
                 KERNEL_CACHE_RACE.kernels,

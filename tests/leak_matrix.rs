@@ -10,7 +10,7 @@ use mlx_fork::{
 };
 
 fn leak_scenario(v: &Variant) -> &'static str {
-    v.probe("leak_scenario")
+    v.probe(mlx_patched::probes::LEAK_SCENARIO)
 }
 
 /// The report's sizes: 24 blocks of 512x512 f32 (24 MiB) and batch 8, 10 cycles.

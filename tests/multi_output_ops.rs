@@ -8,7 +8,7 @@ use mlx_fork::{bit_identical, report, run_on_all, Variant};
 use std::process::Command;
 
 fn multi_output_ops(v: &Variant) -> &'static str {
-    v.probe("multi_output_ops")
+    v.probe(mlx_patched::probes::MULTI_OUTPUT_OPS)
 }
 
 /// 8 blocks of 96x96 f32: the weight set a leaking cycle pins.
@@ -28,7 +28,7 @@ const LEAK_EVERY_CYCLE_ON_CONTROL: &[&str] = &[
 ];
 
 fn all_ops() -> Vec<String> {
-    let out = Command::new(mlx_fork::VARIANTS[0].probe("multi_output_ops"))
+    let out = Command::new(mlx_fork::VARIANTS[0].probe(mlx_patched::probes::MULTI_OUTPUT_OPS))
         .arg("--list")
         .output()
         .expect("run the probe");

@@ -51,7 +51,7 @@ fn report_scenario_still_leaks_on_wrong_fixes() {
     let mut cells = Vec::new();
     let mut digests = Vec::new();
     for v in VARIANTS {
-        let run = run_probe(v, |v| v.probe("leak_scenario"), &args);
+        let run = run_probe(v, |v| v.probe(mlx_patched::probes::LEAK_SCENARIO), &args);
         digests.push(run.digest());
         let retained = run.retained();
         cells.push((v.name.to_string(), run.mean_retained() as f64));
@@ -76,7 +76,7 @@ fn held_output_breaks_on_wrong_fixes() {
         return;
     }
     // The probe itself works: on the control every held output evaluates right.
-    let control = Command::new(variant(mlx_patched::Variant::PRISTINE).probe("held_output"))
+    let control = Command::new(variant(mlx_patched::Variant::PRISTINE).probe(mlx_patched::probes::HELD_OUTPUT))
         .output()
         .expect("run the held-output probe");
     let listed = String::from_utf8_lossy(&control.stdout);
@@ -87,8 +87,8 @@ fn held_output_breaks_on_wrong_fixes() {
     );
     for v in wrong {
         // A probe that cannot load is a broken build, not a rejected fix.
-        assert_loads(v.probe("held_output"));
-        let out = Command::new(v.probe("held_output"))
+        assert_loads(v.probe(mlx_patched::probes::HELD_OUTPUT));
+        let out = Command::new(v.probe(mlx_patched::probes::HELD_OUTPUT))
             .output()
             .expect("run the held-output probe");
         let stdout = String::from_utf8_lossy(&out.stdout);

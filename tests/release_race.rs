@@ -29,7 +29,7 @@ fn run_processes(v: &'static Variant) -> Vec<Vec<(String, i64, i64)>> {
         .map(|_| {
             leaked(&run_probe(
                 v,
-                |v| v.probe("release_race"),
+                |v| v.probe(mlx_patched::probes::RELEASE_RACE),
                 &[&RACE.trials.to_string()],
             ))
         })

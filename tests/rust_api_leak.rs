@@ -171,6 +171,6 @@ fn rust_api_and_cpp_api_compute_the_same_bits() {
         cycles: 1,
         ..Config::default()
     });
-    let cpp = run_probe(linked(), |v| v.probe("leak_scenario"), &["--cycles", "1"]);
+    let cpp = run_probe(linked(), |v| v.probe(mlx_patched::probes::LEAK_SCENARIO), &["--cycles", "1"]);
     assert_eq!(format!("{digest:016x}"), cpp.digest());
 }

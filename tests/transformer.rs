@@ -10,7 +10,7 @@ use mlx_fork::{
 };
 
 fn transformer(v: &Variant) -> &'static str {
-    v.probe("transformer")
+    v.probe(mlx_patched::probes::TRANSFORMER)
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn lost_bytes(variant: &Variant, extra: &[&str]) -> (u64, u64, bool) {
             "--num-callers=30",
         ])
         .args(["--errors-for-leak-kinds=none", "--error-exitcode=0"])
-        .arg(variant.probe("leak_scenario"))
+        .arg(variant.probe(mlx_patched::probes::LEAK_SCENARIO))
         .args([
             "--cycles", "2", "--blocks", "4", "--dim", "64", "--batch", "2",
         ])

@@ -34,7 +34,6 @@ mod python;
 mod source;
 pub mod system;
 pub mod upstream_fixes;
-mod variant;
 
 pub use archive::{LinkKind, StaticLink};
 pub use build::{
@@ -54,7 +53,7 @@ pub use source::{
     sources_manifest, tree_id, verify_tree, version_of, CarrierTree, Origin, Upstream,
 };
 pub use system::{check_system, DEBIAN_PACKAGES};
-pub use variant::{
+pub use mlx_facts::variants::{
     mlx_tests_filter, mlx_tests_filter_also, Expect, Variant, CONTROL_FEATURE, MLX_TESTS_EXCLUDED,
     PRISTINE_PATHS, VARIANTS,
 };
@@ -80,6 +79,12 @@ pub struct Error(String);
 impl Error {
     pub fn new(msg: impl Into<String>) -> Self {
         Error(msg.into())
+    }
+}
+
+impl From<mlx_facts::Unknown> for Error {
+    fn from(e: mlx_facts::Unknown) -> Self {
+        Error(e.0)
     }
 }
 

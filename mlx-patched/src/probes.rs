@@ -7,48 +7,7 @@
 use crate::CommandVars;
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Probe {
-    pub name: &'static str,
-    /// Run by `cargo xtask sanitize` (the benchmark's timed loops are not).
-    pub under_sanitizers: bool,
-}
-
-pub const CPP_PROBES: &[Probe] = &[
-    Probe {
-        name: "leak_scenario",
-        under_sanitizers: true,
-    },
-    Probe {
-        name: "held_output",
-        under_sanitizers: true,
-    },
-    Probe {
-        name: "graph_bench",
-        under_sanitizers: false,
-    },
-    Probe {
-        name: "multi_output_ops",
-        under_sanitizers: true,
-    },
-    Probe {
-        name: "transformer",
-        under_sanitizers: true,
-    },
-    Probe {
-        name: "release_race",
-        under_sanitizers: true,
-    },
-    Probe {
-        name: "kernel_cache_race",
-        under_sanitizers: false,
-    },
-    // Replaces operator new and delete, which the sanitizers intercept.
-    Probe {
-        name: "fixed_layout_leak",
-        under_sanitizers: false,
-    },
-];
+pub use mlx_facts::probes::*;
 
 /// The directory of the probes' sources and the headers they share.
 pub fn sources_dir() -> PathBuf {

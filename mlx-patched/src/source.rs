@@ -57,7 +57,7 @@ pub fn locate(env: &Env, base: &'static Base, root: &Path) -> Result<Upstream, E
     }
     let package = pinned_package(
         env,
-        &base.carrier_manifest(),
+        &pin::carrier_manifest(base),
         pin::CARRIER_CRATE,
         base.carrier_version,
     )?;
@@ -99,7 +99,7 @@ pub fn verify_tree(dir: &Path, expected: &str, what: &str) -> Result<String, Err
     if tree_id != expected {
         return Err(Error::new(format!(
             "refusing {what} in {}: its git tree id is {tree_id}, but the pin says {expected}. \
-             Fix the pin in mlx-patched/src/pin.rs (cargo xtask rebase writes a base's row) \
+             Fix the pin in crates/facts/src/bases.rs (cargo xtask rebase writes a base's row) \
              or point MLX_SOURCE_DIR at an upstream checkout.",
             dir.display(),
         )));
@@ -262,7 +262,7 @@ pub fn gguflib_source(env: &Env, tree: &Path) -> Result<PathBuf, Error> {
         .map(|t| t.trim().trim_end_matches(')').trim());
     if wanted != Some(pin::GGUFLIB_COMMIT) {
         return Err(Error::new(format!(
-            "{} fetches gguflib at {wanted:?}, but the pinned gguflib is commit {}: move the gguflib pin (mlx-patched/src/pin.rs) with the MLX tree",
+            "{} fetches gguflib at {wanted:?}, but the pinned gguflib is commit {}: move the gguflib pin (crates/facts/src/bases.rs) with the MLX tree",
             cmake.display(),
             pin::GGUFLIB_COMMIT
         )));

@@ -52,7 +52,7 @@ pub fn run(a: TryArgs) -> Result<()> {
 
     let leak = run_probe(
         "the report's scenario (C++ API)",
-        Command::new(cpp_probe(&mlx, "leak_scenario")?).args(["--cycles", "3"]),
+        Command::new(cpp_probe(&mlx, mlx_patched::probes::LEAK_SCENARIO)?).args(["--cycles", "3"]),
     )?;
     println!(
         "   => {:.2} MiB retained per cycle (pristine: 24.00, patched: 0.00)",
@@ -60,7 +60,7 @@ pub fn run(a: TryArgs) -> Result<()> {
     );
 
     println!("-- held output of an unevaluated multi-output op");
-    let held = Command::new(cpp_probe(&mlx, "held_output")?).output()?;
+    let held = Command::new(cpp_probe(&mlx, mlx_patched::probes::HELD_OUTPUT)?).output()?;
     print!(
         "{}{}",
         String::from_utf8_lossy(&held.stdout),

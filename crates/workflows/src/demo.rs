@@ -108,7 +108,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     );
     let mut rows = Vec::new();
     for mlx in &variants {
-        let exe = cpp_probe(mlx, "leak_scenario")?;
+        let exe = cpp_probe(mlx, mlx_patched::probes::LEAK_SCENARIO)?;
         let cpp = run_probe(
             &format!("C++ API, {} ({})", mlx.name(), mlx.prefix().display()),
             Command::new(&exe).args(["--cycles", &cycles]),

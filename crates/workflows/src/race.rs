@@ -32,7 +32,7 @@ pub fn run(a: RaceArgs) -> Result<()> {
     } = a;
     let per_process = trials.div_ceil(processes);
     let mlx = mlx_patched::build(variant, &options()?)?;
-    let exe = crate::demo::cpp_probe(&mlx, "release_race")?;
+    let exe = crate::demo::cpp_probe(&mlx, mlx_patched::probes::RELEASE_RACE)?;
     let started = Instant::now();
     // Scenario -> (trials, leaked), and the processes that leaked at all.
     let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();

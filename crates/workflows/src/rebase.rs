@@ -15,7 +15,7 @@
 //!    both. With `--series` or a clean replay it runs the whole suite against
 //!    the target too. Verdict: still needed, redundant, or broken.
 //! 4. `--apply` (only after "still needed" or "partly redundant" with the
-//!    suite passing) adds the target as a base: its row in `pin.rs`, its
+//!    suite passing) adds the target as a base: its row in `bases.rs`, its
 //!    carrier manifest, and ports of the fixes that needed a merge; on any
 //!    failure it restores every file it touched.
 //!
@@ -389,7 +389,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             })
         }
         Bug::ReleaseRace => {
-            let exe = probe("release_race")?;
+            let exe = probe(mlx_patched::probes::RELEASE_RACE)?;
             let out = Command::new(&exe)
                 .arg(RELEASE_RACE_TRIALS.to_string())
                 .output()
@@ -422,7 +422,7 @@ fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
             })
         }
         Bug::KernelCacheRace => {
-            let exe = probe("kernel_cache_race")?;
+            let exe = probe(mlx_patched::probes::KERNEL_CACHE_RACE)?;
             let race = mlx_expectations::KERNEL_CACHE_RACE;
             let (mut failed, mut processes) = (0, 0);
             for round in 0..race.rounds {
@@ -788,14 +788,14 @@ pub fn run(r: RebaseArgs) -> Result<()> {
         };
         add_base(&new, &replayed, &refreshed)?;
         println!(
-            "added the base MLX v{version} ({} ={carrier}, tree {tree_id}): mlx-patched/src/pin.rs, mlx-patched/sources/mlx-{version}/; record its run with `cargo xtask test --base {version} --record`",
+            "added the base MLX v{version} ({} ={carrier}, tree {tree_id}): crates/facts/src/bases.rs, mlx-patched/sources/mlx-{version}/; record its run with `cargo xtask test --base {version} --record`",
             pin::CARRIER_CRATE
         );
     }
     Ok(())
 }
 
-/// Adds the target as a base: its row in `mlx-patched/src/pin.rs`, its
+/// Adds the target as a base: its row in `crates/facts/src/bases.rs`, its
 /// carrier manifest and lock under `sources/mlx-<version>/`, and, as its
 /// ports under `patches/v<version>/`, the fixes that applied only by a
 /// three-way merge (refreshed, so that they apply as they are). The fixes
@@ -805,14 +805,13 @@ fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -
     let root = workspace_root();
     if pin::Base::parse(&target.version).is_ok() {
         return Err(anyhow!(
-            "MLX {} is a base already (mlx-patched/src/pin.rs); nothing changed",
+            "MLX {} is a base already (crates/facts/src/bases.rs); nothing changed",
             target.version
         ));
     }
-    let pin_rs = root.join("mlx-patched/src/pin.rs");
+    let pin_rs = root.join("crates/facts/src/bases.rs");
     let before = std::fs::read_to_string(&pin_rs)?;
-    let sources = pin::Base::default_base()
-        .carrier_manifest()
+    let sources = pin::carrier_manifest(pin::Base::default_base())
         .parent()
         .and_then(Path::parent)
         .map(Path::to_path_buf)
@@ -824,7 +823,7 @@ fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -
         std::fs::write(&pin_rs, with_base_row(&before, target)?)?;
         // The manifest: the default base's, declaring this carrier.
         let default = pin::Base::default_base();
-        let manifest = std::fs::read_to_string(default.carrier_manifest())?;
+        let manifest = std::fs::read_to_string(mlx_patched::pin::carrier_manifest(default))?;
         let old = format!("{} = \"={}\"", pin::CARRIER_CRATE, default.carrier_version);
         if !manifest.contains(&old) {
             return Err(anyhow!("the default base's manifest does not declare `{old}`"));
@@ -839,7 +838,7 @@ fn add_base(target: &NewBase, replayed: &[(String, Replay)], refreshed: &Path) -
                 .replace(&name(default.version), &name(&target.version)),
         )?;
         std::fs::copy(
-            default.carrier_manifest().with_file_name("lib.rs"),
+            mlx_patched::pin::carrier_manifest(default).with_file_name("lib.rs"),
             sources.join("lib.rs"),
         )?;
         let status = cargo()
@@ -888,7 +887,7 @@ struct NewBase {
     fixed_upstream: Vec<String>,
 }
 
-/// `pin.rs` with `target`'s row added: its constant before the default
+/// `bases.rs` with `target`'s row added: its constant before the default
 /// base's accessor, and its name at the end of `BASES`.
 fn with_base_row(pin_rs: &str, t: &NewBase) -> Result<String> {
     let konst = format!("V{}", t.version.replace('.', "_"));
@@ -914,7 +913,7 @@ fn with_base_row(pin_rs: &str, t: &NewBase) -> Result<String> {
     let anchor = "    /// The default base: the first of [`BASES`].";
     let table = "pub const BASES: &[Base] = &[";
     let (Some(at), Some(t0)) = (pin_rs.find(anchor), pin_rs.find(table)) else {
-        return Err(anyhow!("pin.rs has no `{anchor}` or `{table}`: add the row by hand"));
+        return Err(anyhow!("bases.rs has no `{anchor}` or `{table}`: add the row by hand"));
     };
     let close = t0 + pin_rs[t0..].find("];").context("the end of BASES")?;
     let mut text = pin_rs.to_string();
@@ -940,7 +939,7 @@ mod tests {
 
     #[test]
     fn a_new_base_row_goes_into_the_table_inside_impl_base() {
-        let pin_rs = std::fs::read_to_string(workspace_root().join("mlx-patched/src/pin.rs")).unwrap();
+        let pin_rs = std::fs::read_to_string(workspace_root().join("crates/facts/src/bases.rs")).unwrap();
         let t = NewBase {
             version: "0.33.0".into(),
             carrier: "0.3.0".into(),

@@ -155,6 +155,25 @@ pub fn base(name: &str) -> Result<&'static mlx_patched::pin::Base> {
     Ok(mlx_patched::pin::Base::parse(name)?)
 }
 
+/// `--base`'s help, from the table of bases.
+pub fn base_help() -> String {
+    let names: Vec<String> = mlx_patched::pin::BASES
+        .iter()
+        .map(|b| {
+            if b.is_default() {
+                format!("{} (the default)", b.version)
+            } else {
+                b.version.to_string()
+            }
+        })
+        .collect();
+    format!(
+        "The upstream release to build on: {} (sets {} for every step)",
+        names.join(" or "),
+        mlx_patched::vars::MLX_FORK_BASE.name
+    )
+}
+
 /// Makes `base` this process's base, and so its children's: `--base` sets
 /// `MLX_FORK_BASE`, the one place the base is read from. Called once, first.
 pub fn select_base(base: &mlx_patched::pin::Base) {

@@ -3,7 +3,7 @@
 //! made-up file below so that none can pass by matching nothing.
 //!
 //! * every environment variable the code reads, sets or removes is
-//!   declared: in `mlx-patched/src/env.rs`'s tables, or set by Cargo;
+//!   declared: in `crates/facts/src/variables.rs`'s tables, or set by Cargo;
 //! * no package registry's host name appears anywhere (the names are kept
 //!   here as SHA-256 digests, so this file names none either);
 //! * no upstream file is tracked: no file outside `patches/` carries a
@@ -159,7 +159,7 @@ fn undeclared_variables(path: &str, text: &str) -> Vec<String> {
     variables_used(path, text)
         .into_iter()
         .filter(|n| !declared(n))
-        .map(|n| format!("{path}: {n} is not declared in mlx-patched/src/env.rs"))
+        .map(|n| format!("{path}: {n} is not declared in crates/facts/src/variables.rs"))
         .collect()
 }
 
@@ -168,7 +168,7 @@ fn undeclared_variables(path: &str, text: &str) -> Vec<String> {
 /// (`mlx_patched::vars`, `other_vars`, `CommandVars`). `env!` and Cargo's
 /// directives take only literals; Cargo's own names are not declared.
 fn bare_names(path: &str, text: &str) -> Vec<String> {
-    if !path.ends_with(".rs") || path == "mlx-patched/src/env.rs" {
+    if !path.ends_with(".rs") || path == "crates/facts/src/variables.rs" {
         return vec![];
     }
     let declared: BTreeSet<&str> = mlx_patched::VARIABLES
@@ -188,12 +188,12 @@ fn bare_names(path: &str, text: &str) -> Vec<String> {
 }
 
 /// Rust that writes a variant's name as a string, outside its one home
-/// (`mlx-patched/src/variant.rs`): use `Variant::PATCHED` and the others.
+/// (`crates/facts/src/variants.rs`): use `Variant::PATCHED` and the others.
 /// `tests/mlx-rs` and `tests/mlx-sys-dependent` are a user's projects,
 /// built without the workspace.
 fn variant_names(path: &str, text: &str) -> Vec<String> {
     if !path.ends_with(".rs")
-        || path == "mlx-patched/src/variant.rs"
+        || path == "crates/facts/src/variants.rs"
         || path.starts_with("tests/mlx-rs/")
         || path.starts_with("tests/mlx-sys-dependent/")
     {
@@ -720,6 +720,40 @@ fn rust_names_every_variable_through_its_declaration() {
     report("variables named by a bare string", bad);
 }
 
+/// Rust that writes a C++ probe's name as a string, outside its one home
+/// (`crates/facts/src/probes.rs`): use `probes::LEAK_SCENARIO` and the others.
+fn probe_names(path: &str, text: &str) -> Vec<String> {
+    if !path.ends_with(".rs")
+        || path == "crates/facts/src/probes.rs"
+        || path.starts_with("tests/mlx-rs/")
+        || path.starts_with("tests/mlx-sys-dependent/")
+    {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    for p in mlx_patched::probes::CPP_PROBES {
+        let quoted = format!("\"{}\"", p.name);
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(&quoted) {
+                out.push(format!(
+                    "{path}:{}: the probe name {quoted}: use its constant in mlx_patched::probes",
+                    i + 1
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn rust_names_every_probe_through_its_constant() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| probe_names(p, t))
+        .collect();
+    report("probes named by a string", bad);
+}
+
 #[test]
 fn rust_names_every_variant_through_its_constant() {
     let bad = tracked()
@@ -839,6 +873,18 @@ fn every_generated_page_is_current() {
             path.display()
         );
     }
+    // The figures and phrases of hand-written pages that a table decides.
+    for page in mlx_workflows::docs::FRAGMENT_PAGES {
+        let path = workspace().join(page);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let filled = mlx_workflows::docs::fill(&text).unwrap();
+        assert!(
+            text == filled,
+            "{}: a fragment (`<!-- facts:… -->`) is not what the code's tables say now: run `cargo xtask docs`",
+            path.display()
+        );
+        assert!(text.contains("<!-- facts:"), "{page} holds no fragment");
+    }
 }
 
 // ---- each rule rejects what it is for ----
@@ -871,7 +917,7 @@ fn the_variable_rule_rejects_an_undeclared_name_in_each_language() {
 fn the_declaration_rule_rejects_a_bare_name_in_rust_only() {
     let text = "cmd.env(\"TMPDIR\", d).env_remove(\"MLX_SYS_PREFIX\");";
     assert_eq!(bare_names("src/a.rs", text).len(), 2);
-    assert!(bare_names("mlx-patched/src/env.rs", text).is_empty());
+    assert!(bare_names("crates/facts/src/variables.rs", text).is_empty());
     assert!(bare_names("tests/python/a.py", "os.environ.get(\"TMPDIR\")").is_empty());
     assert!(bare_names(
         "src/a.rs",
@@ -887,8 +933,16 @@ fn the_variant_rule_rejects_a_name_written_out() {
         mlx_patched::Variant::PRISTINE.name
     );
     assert_eq!(variant_names("crates/workflows/src/a.rs", &text).len(), 1);
-    assert!(variant_names("mlx-patched/src/variant.rs", &text).is_empty());
+    assert!(variant_names("crates/facts/src/variants.rs", &text).is_empty());
     assert!(variant_names("crates/workflows/src/a.rs", "if v == Variant::PRISTINE {}").is_empty());
+}
+
+#[test]
+fn the_probe_rule_rejects_a_name_written_out() {
+    let text = "Command::new(v.probe(\"leak_scenario\"))";
+    assert_eq!(probe_names("tests/a.rs", text).len(), 1);
+    assert!(probe_names("crates/facts/src/probes.rs", text).is_empty());
+    assert!(probe_names("tests/a.rs", "v.probe(probes::LEAK_SCENARIO)").is_empty());
 }
 
 #[test]

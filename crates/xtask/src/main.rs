@@ -13,9 +13,7 @@ use std::process::ExitCode;
     about = "The fork's workflows"
 )]
 struct Cli {
-    /// The upstream release to build on: 0.32.2 (the default, mlx-rs's)
-    /// or 0.32.4 (sets MLX_FORK_BASE for every step).
-    #[arg(long, global = true, value_parser = w::workspace::base)]
+    #[arg(long, global = true, value_parser = w::workspace::base, help = w::workspace::base_help())]
     base: Option<&'static w::Base>,
     #[command(subcommand)]
     command: Command,

@@ -14,7 +14,7 @@ pub use types::{print_rpath_of_dependency, Artifacts, Backend, Options, Sanitize
 use crate::progress::Progress;
 use crate::source::Upstream;
 use crate::system::check_system;
-use crate::variant::Variant;
+use mlx_facts::variants::Variant;
 use crate::{describe, io, lock_file, Error};
 use cmake::*;
 use on_base::*;

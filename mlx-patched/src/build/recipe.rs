@@ -4,7 +4,7 @@
 use super::cmake::*;
 use crate::source::Upstream;
 use crate::system::{self};
-use crate::variant::{Variant, VARIANTS};
+use mlx_facts::variants::{Variant, VARIANTS};
 use crate::{describe, io, patch, Error, Fingerprint};
 use std::fs;
 use std::path::{Path, PathBuf};

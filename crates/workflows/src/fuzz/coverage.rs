@@ -471,8 +471,8 @@ pub fn run(args: CoverageArgs) -> Result<()> {
     drop(served);
     let probes = out.join("probes");
     for (probe, args) in [
-        ("leak_scenario", &["--cycles", "3"][..]),
-        ("held_output", &[][..]),
+        (mlx_patched::probes::LEAK_SCENARIO, &["--cycles", "3"][..]),
+        (mlx_patched::probes::HELD_OUTPUT, &[][..]),
     ] {
         let exe = crate::demo::cpp_probe_in(&mlx, probe, &probes)?;
         let status = Command::new(&exe).args(args).status()?;

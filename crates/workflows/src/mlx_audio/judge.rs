@@ -13,7 +13,7 @@ use std::process::ExitStatus;
 /// The release mlx-audio's pinned version requires, exactly
 /// (`Requires-Dist: mlx==0.32.4`); the check reads it back from the
 /// installed metadata and fails if it changed.
-pub const MLX_PIN: &str = "0.32.4";
+pub const MLX_PIN: &str = mlx_patched::pin::Base::V0_32_4.version;
 
 /// The tests of mlx-audio's suite that are not run, each with its reason.
 pub const EXCLUDED: &str = "tests/python/mlx_audio_excluded.txt";

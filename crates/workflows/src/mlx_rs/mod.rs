@@ -538,7 +538,7 @@ fn collect() -> Result<Evidence> {
         .collect::<Result<_>>()?;
     let proofs = proofs(&variants)?;
     // The C++ probe on patched, for the same bits.
-    let probe = crate::demo::cpp_probe(&variants[1].1, "leak_scenario")?;
+    let probe = crate::demo::cpp_probe(&variants[1].1, mlx_patched::probes::LEAK_SCENARIO)?;
     let cpp_digests = run_proof(&probe, &["--cycles", "1"], &[])
         .map(|r| r.digests)
         .unwrap_or_default();

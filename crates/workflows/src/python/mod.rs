@@ -272,7 +272,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         let cpp_digest = if cell == Cell::REPORT {
             let cpp = crate::demo::cpp_probe(
                 &mlx_patched::build(Variant::PATCHED, &crate::workspace::options()?)?,
-                "leak_scenario",
+                mlx_patched::probes::LEAK_SCENARIO,
             )?;
             let out = Command::new(&cpp)
                 .args(["--cycles", "1"])

@@ -119,7 +119,7 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
             mlx_patched::compile_program(mlx, &probes::source(probe.name), &exe, &env)?;
             programs.insert(probe.name, exe);
         }
-        let ops = scenarios::multi_output_ops(&programs["multi_output_ops"], mlx.name())?;
+        let ops = scenarios::multi_output_ops(&programs[mlx_patched::probes::MULTI_OUTPUT_OPS], mlx.name())?;
         // One probe source, one list: every variant runs the same ops.
         if let Some(seen) = &ops_seen {
             if *seen != ops {

@@ -35,7 +35,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "02b6ed82cf7f713740ef4a76c93b2ef1d0a912839e80f033a3565899ca8cb6a8";
+    "2ca2db2bf2d1b75a3d546e1eeb7dbd2aa5beade7ed2cf0e0815ec9f8a015b505";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a

@@ -57,7 +57,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
         return vec![
             planned(
                 "threads",
-                Probe("leak_scenario"),
+                Probe(mlx_patched::probes::LEAK_SCENARIO),
                 &[
                     "--threads",
                     "2",
@@ -71,7 +71,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
             ),
             planned(
                 "threads, two shapes",
-                Probe("leak_scenario"),
+                Probe(mlx_patched::probes::LEAK_SCENARIO),
                 &[
                     "--threads",
                     "2",
@@ -87,7 +87,7 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
             ),
             // A group's outputs let go of on two and three threads at once,
             // and against an evaluation or a copy of a sibling.
-            planned(RELEASE_RACE, Probe("release_race"), &["100"]),
+            planned(RELEASE_RACE, Probe(mlx_patched::probes::RELEASE_RACE), &["100"]),
         ];
     }
     let mut list = vec![
@@ -98,32 +98,32 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
         },
         planned(
             "report's scenario",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &["--cycles", "3"],
         ),
         planned(
             "two slices",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &["--cycles", "3", "--slices"],
         ),
         planned(
             "not evaluated outside",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &["--cycles", "3", "--no-eval-outside"],
         ),
         planned(
             "eager",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &["--cycles", "3", "--no-compile"],
         ),
         planned(
             "two shapes",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &["--cycles", "3", "--shapes", "2"],
         ),
         planned(
             "threads",
-            Probe("leak_scenario"),
+            Probe(mlx_patched::probes::LEAK_SCENARIO),
             &[
                 "--threads",
                 "2",
@@ -135,11 +135,11 @@ pub fn table(sanitizer: Sanitizer) -> Vec<Planned> {
                 "256",
             ],
         ),
-        planned("held output", Probe("held_output"), &[]),
-        planned(RELEASE_RACE, Probe("release_race"), &["100"]),
+        planned("held output", Probe(mlx_patched::probes::HELD_OUTPUT), &[]),
+        planned(RELEASE_RACE, Probe(mlx_patched::probes::RELEASE_RACE), &["100"]),
         planned(
-            "transformer",
-            Probe("transformer"),
+            mlx_patched::probes::TRANSFORMER,
+            Probe(mlx_patched::probes::TRANSFORMER),
             &[
                 "--cycles",
                 "3",
@@ -173,7 +173,7 @@ pub fn expand(sanitizer: Sanitizer, ops: &[String]) -> Vec<Planned> {
         for op in ops {
             list.push(planned(
                 &format!("multi-output op {op}"),
-                Program::Probe("multi_output_ops"),
+                Program::Probe(mlx_patched::probes::MULTI_OUTPUT_OPS),
                 &["--op", op, "--cycles", "3"],
             ));
         }

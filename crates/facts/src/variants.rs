@@ -1,7 +1,7 @@
 //! The variants: builds of MLX from upstream's tree, each with the verdict
 //! the suite must confirm on it.
 
-use crate::Error;
+use crate::Unknown;
 use std::fmt;
 
 /// The Cargo feature (of the suite, the bridge, the probes and the
@@ -113,14 +113,14 @@ impl Variant {
         }
     }
 
-    pub fn parse(s: &str) -> Result<Self, Error> {
+    pub fn parse(s: &str) -> Result<Self, Unknown> {
         VARIANTS
             .iter()
             .copied()
             .find(|v| v.name == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = VARIANTS.iter().map(|v| v.name).collect();
-                Error::new(format!(
+                Unknown(format!(
                     "unknown variant `{s}`: expected one of {}",
                     names.join(", ")
                 ))

@@ -1,9 +1,8 @@
 //! The fork's workflows, one module each; `cargo xtask` parses a command
 //! line and calls one of them, and the suite's tests call the checks.
 //!
-//! Modules below import only modules listed before them (the tidy test
-//! keeps the graph free of cycles): `workspace`, `deps`, `git` and the
-//! probes first, the workflows that combine them last.
+//! Listed alphabetically. What keeps them layered is the tidy test: no
+//! module imports one that imports it back, at any depth.
 
 pub mod base_record;
 pub mod builds;

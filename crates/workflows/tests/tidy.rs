@@ -187,31 +187,35 @@ fn bare_names(path: &str, text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Rust that writes a variant's name as a string, outside its one home
-/// (`crates/facts/src/variants.rs`): use `Variant::PATCHED` and the others.
-/// `tests/mlx-rs` and `tests/mlx-sys-dependent` are a user's projects,
-/// built without the workspace.
-fn variant_names(path: &str, text: &str) -> Vec<String> {
+/// Rust that writes one of `names` as a string, outside `home`, the file
+/// that declares them; `use` says what to write instead. `tests/mlx-rs`
+/// and `tests/mlx-sys-dependent` are a user's projects, built without the
+/// workspace.
+fn names_written_out(path: &str, text: &str, home: &str, names: &[&str], what: &str, use_: &str) -> Vec<String> {
     if !path.ends_with(".rs")
-        || path == "crates/facts/src/variants.rs"
+        || path == home
         || path.starts_with("tests/mlx-rs/")
         || path.starts_with("tests/mlx-sys-dependent/")
     {
         return vec![];
     }
     let mut out = Vec::new();
-    for v in mlx_patched::VARIANTS {
-        let quoted = format!("\"{}\"", v.name);
+    for name in names {
+        let quoted = format!("\"{name}\"");
         for (i, line) in text.lines().enumerate() {
             if line.contains(&quoted) {
-                out.push(format!(
-                    "{path}:{}: the variant name {quoted}: use mlx_patched::Variant's constant",
-                    i + 1
-                ));
+                out.push(format!("{path}:{}: the {what} name {quoted}: use {use_}", i + 1));
             }
         }
     }
     out
+}
+
+/// A variant's name written as a string, outside `crates/facts/src/variants.rs`:
+/// use `Variant::PATCHED` and the others.
+fn variant_names(path: &str, text: &str) -> Vec<String> {
+    let names: Vec<&str> = mlx_patched::VARIANTS.iter().map(|v| v.name).collect();
+    names_written_out(path, text, "crates/facts/src/variants.rs", &names, "variant", "mlx_patched::Variant's constant")
 }
 
 // ---- the summary table's format ----
@@ -720,29 +724,11 @@ fn rust_names_every_variable_through_its_declaration() {
     report("variables named by a bare string", bad);
 }
 
-/// Rust that writes a C++ probe's name as a string, outside its one home
-/// (`crates/facts/src/probes.rs`): use `probes::LEAK_SCENARIO` and the others.
+/// A C++ probe's name written as a string, outside
+/// `crates/facts/src/probes.rs`: use `probes::LEAK_SCENARIO` and the others.
 fn probe_names(path: &str, text: &str) -> Vec<String> {
-    if !path.ends_with(".rs")
-        || path == "crates/facts/src/probes.rs"
-        || path.starts_with("tests/mlx-rs/")
-        || path.starts_with("tests/mlx-sys-dependent/")
-    {
-        return vec![];
-    }
-    let mut out = Vec::new();
-    for p in mlx_patched::probes::CPP_PROBES {
-        let quoted = format!("\"{}\"", p.name);
-        for (i, line) in text.lines().enumerate() {
-            if line.contains(&quoted) {
-                out.push(format!(
-                    "{path}:{}: the probe name {quoted}: use its constant in mlx_patched::probes",
-                    i + 1
-                ));
-            }
-        }
-    }
-    out
+    let names: Vec<&str> = mlx_patched::probes::CPP_PROBES.iter().map(|p| p.name).collect();
+    names_written_out(path, text, "crates/facts/src/probes.rs", &names, "probe", "its constant in mlx_patched::probes")
 }
 
 /// The workspace's own packages a package depends on by path: its

@@ -5,7 +5,7 @@
 //! `cargo test --test real_model -- --ignored`.
 
 use mlx_patched::Variant;
-use mlx_workflows::real_model::{self, judge::Tally, RealModelArgs};
+use mlx_checks::real_model::{self, judge::Tally, RealModelArgs};
 
 /// Runs `cycles` cycles of the control cell and of the fix cell side by
 /// side, into records of their own, and asserts that every process ran,

@@ -6,13 +6,14 @@
 //! `<!-- /facts -->`, `cargo xtask docs` fills it, and the tidy test fails
 //! where it is not what the table says now.
 
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{workspace_root, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::paths::workspace_root;
+use mlx_harness::error::Result;
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::upstream_fixes::{Area, Carried, FIXES};
 
 /// The hand-written pages that hold fragments.
-pub const FRAGMENT_PAGES: &[&str] = &["README.md", "docs/bases.md"];
+pub const FRAGMENT_PAGES: &[&str] = &["README.md", "docs/bases.md", "tests/README.md"];
 
 const OPEN: &str = "<!-- facts:";
 const CLOSE: &str = "<!-- /facts -->";
@@ -84,6 +85,7 @@ pub fn render(key: &str) -> Result<String> {
         Some(("series", version)) => series(Base::parse(version)?)?,
         None if key == "carried-count" => carried.len().to_string(),
         None if key == "carried-range" => ranges(&carried),
+        None if key == "slow-checks" => format!("\n{}", crate::claims::table()),
         None if key == "fix-counts" => format!(
             "{}: {} in the core and the CPU backend, {} in the Python bindings, {} in Metal or CUDA alone",
             FIXES.len(),
@@ -94,7 +96,7 @@ pub fn render(key: &str) -> Result<String> {
         _ => {
             let bases: Vec<&str> = BASES.iter().map(|b| b.version).collect();
             return Err(anyhow!(
-                "no fragment `{key}`: `series <base>` ({}), `carried-count`, `carried-range` or `fix-counts`",
+                "no fragment `{key}`: `series <base>` ({}), `carried-count`, `carried-range`, `fix-counts` or `slow-checks`",
                 bases.join(", ")
             ));
         }

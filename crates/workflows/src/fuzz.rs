@@ -21,8 +21,9 @@ mod coverage;
 mod engine;
 mod worker;
 
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{target_dir, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::paths::target_dir;
+use mlx_harness::error::Result;
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally};
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::{Sanitizer, Variant};
@@ -98,7 +99,7 @@ pub struct CampaignArgs {
     pub budget: Budget,
     /// Build the worker's MLX with a sanitizer (thread needs --threads), or
     /// with coverage (what `--guided` reads).
-    #[arg(long, value_parser = crate::workspace::instrumentation)]
+    #[arg(long, value_parser = mlx_harness::cli::instrumentation)]
     pub sanitizer: Option<Sanitizer>,
     /// A debug worker.
     #[arg(long)]
@@ -222,7 +223,7 @@ fn differential(budget: Budget) -> Result<()> {
         guided: false,
         corpus: None,
     })?;
-    crate::deps::install()?;
+    mlx_harness::deps::install()?;
     let (patched, _) = worker(&a)?;
     a.variant = Some(Variant::PRISTINE);
     let (pristine, _) = worker(&a)?;
@@ -301,8 +302,8 @@ fn differential(budget: Budget) -> Result<()> {
 
 /// The differential over the slice of this run (`tests/fuzz_differential.rs`):
 /// one claim, failed with the programs that differ.
-pub fn check_differential(report: &std::path::Path) -> crate::workspace::Tally {
-    let mut t = crate::workspace::Tally::new();
+pub fn check_differential(report: &std::path::Path) -> mlx_harness::tally::Tally {
+    let mut t = mlx_harness::tally::Tally::new();
     let result = slice_differential(report);
     if let Ok(line) = &result {
         println!("{line}");
@@ -409,7 +410,7 @@ pub fn run(f: FuzzArgs) -> Result<()> {
         Some(FuzzCommand::Coverage(c)) => return coverage::run(c),
         None => campaign(f.campaign)?,
     };
-    crate::deps::install()?;
+    mlx_harness::deps::install()?;
     let (w, label) = worker(&a)?;
     let out = target_dir()?.join("fuzz").join(&label);
     std::fs::create_dir_all(out.join("findings"))?;

@@ -1,6 +1,8 @@
 //! The MLX builds themselves: a variant's install prefix, MLX's own suite.
 
-use crate::workspace::{options, run, Result};
+use mlx_harness::config::options;
+use mlx_harness::process::run;
+use mlx_harness::error::Result;
 use mlx_patched::Variant;
 use std::process::Command;
 

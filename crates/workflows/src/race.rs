@@ -1,8 +1,9 @@
 //! `cargo xtask race`: the release race at length, the slow counterpart of
 //! `tests/release_race.rs` (the same probe and scenarios, many more trials).
 
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{options, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::config::options;
+use mlx_harness::error::Result;
 use mlx_expectations::record::parse_records;
 use mlx_expectations::RACE;
 use mlx_patched::Variant;
@@ -14,7 +15,7 @@ use std::time::Instant;
 #[derive(clap::Args, Debug)]
 pub struct RaceArgs {
     /// The variant to measure.
-    #[arg(long, default_value_t = Variant::PATCHED, value_parser = crate::workspace::variant)]
+    #[arg(long, default_value_t = Variant::PATCHED, value_parser = mlx_harness::cli::variant)]
     pub variant: Variant,
     /// Trials of each scenario, over all processes.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -32,7 +33,7 @@ pub fn run(a: RaceArgs) -> Result<()> {
     } = a;
     let per_process = trials.div_ceil(processes);
     let mlx = mlx_patched::build(variant, &options()?)?;
-    let exe = crate::demo::cpp_probe(&mlx, mlx_patched::probes::RELEASE_RACE)?;
+    let exe = mlx_harness::cpp_probe::cpp_probe(&mlx, mlx_patched::probes::RELEASE_RACE)?;
     let started = Instant::now();
     // Scenario -> (trials, leaked), and the processes that leaked at all.
     let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();

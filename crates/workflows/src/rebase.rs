@@ -21,9 +21,11 @@
 //!
 //! Everything lands in `target/rebase/<label>/`, including `report.md`.
 
-use crate::workspace::git;
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{cargo, target_dir, workspace_root, Result};
+use mlx_harness::process::git;
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::process::cargo;
+use mlx_harness::paths::{target_dir, workspace_root};
+use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::fmt::Write as _;
@@ -303,7 +305,7 @@ pub fn upstream_root(work: &Path) -> PathBuf {
 }
 
 /// Both build roots of every rebase folder there is now: MLX builds there
-/// are where the layout puts them (`crate::builds`).
+/// are where the layout puts them (`mlx_harness::builds`).
 pub fn existing_build_roots() -> Result<Vec<PathBuf>> {
     let parent = rebase_dir()?;
     let mut roots = Vec::new();
@@ -336,7 +338,7 @@ fn build_variant(
     series: &Path,
     work: &Path,
 ) -> Result<mlx_patched::Artifacts> {
-    let mut opts = crate::workspace::options()?;
+    let mut opts = mlx_harness::config::options()?;
     opts.root = series_root(work);
     opts.patches_dir = series.to_path_buf();
     let upstream = mlx_patched::from_override(tree.to_path_buf())?;
@@ -379,7 +381,7 @@ struct Shown {
 const RELEASE_RACE_TRIALS: u32 = 2000;
 
 fn shows(bug: Bug, mlx: &mlx_patched::Artifacts, work: &Path) -> Result<Shown> {
-    let probe = |name: &str| crate::demo::cpp_probe_in(mlx, name, &work.join("probes"));
+    let probe = |name: &str| mlx_harness::cpp_probe::cpp_probe_in(mlx, name, &work.join("probes"));
     match bug {
         Bug::ReportLeak => {
             let cycles = scenario_on(mlx, work)?;
@@ -478,7 +480,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     std::fs::create_dir_all(&work)?;
     let mut report = String::new();
 
-    let target = crate::trees::target_tree(&a.to, &work)?;
+    let target = mlx_harness::trees::target_tree(&a.to, &work)?;
     let tree = target.dir.clone();
     let tree_id = target.tree_id.clone();
     let carrier_version = match &target.origin {
@@ -487,7 +489,7 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     };
     let version = mlx_patched::version_of(&tree)?;
     // The series is written against the default base: it replays from there.
-    let opts = crate::workspace::options()?;
+    let opts = mlx_harness::config::options()?;
     let from = opts.base;
     if !from.is_default() {
         return Err(anyhow!(
@@ -523,11 +525,11 @@ pub fn run(r: RebaseArgs) -> Result<()> {
     let mut wheel_hashes = None;
     let mut provenance_ok = true;
     if carrier_version.is_some() {
-        match crate::provenance::check(&version, &tree, None, &work.join("provenance"))? {
-            crate::provenance::Outcome::Skipped(why) => {
+        match mlx_checks::provenance::check(&version, &tree, None, &work.join("provenance"))? {
+            mlx_checks::provenance::Outcome::Skipped(why) => {
                 writeln!(report, "- provenance: skipped: {why}").unwrap()
             }
-            crate::provenance::Outcome::Checked(f) => {
+            mlx_checks::provenance::Outcome::Checked(f) => {
                 writeln!(
                     report,
                     "- provenance: {}",

@@ -240,7 +240,7 @@ fn report_formats(path: &str, text: &str) -> Vec<String> {
 
 // ---- errors keep their cause ----
 
-/// Places in the workflows and xtask where an error is flattened to text,
+/// Places in the harness (workflows, checks, plumbing, xtask) where an error is flattened to text,
 /// losing its cause chain: they return `anyhow` errors with context.
 fn flattened_errors(path: &str, text: &str) -> Vec<String> {
     const PIECES: &[&str] = &[
@@ -248,7 +248,8 @@ fn flattened_errors(path: &str, text: &str) -> Vec<String> {
         "Result<T, String>",
         "map_err(|e| format!(",
     ];
-    if !(path.starts_with("crates/workflows/src/") || path.starts_with("crates/xtask/src/")) {
+    const HARNESS: &[&str] = &["crates/workflows/src/", "crates/checks/src/", "crates/harness/src/", "crates/xtask/src/"];
+    if !HARNESS.iter().any(|h| path.starts_with(h)) {
         return vec![];
     }
     lines_with(
@@ -731,6 +732,19 @@ fn probe_names(path: &str, text: &str) -> Vec<String> {
     names_written_out(path, text, "crates/facts/src/probes.rs", &names, "probe", "its constant in mlx_patched::probes")
 }
 
+/// A slow check's name or command written as a string outside the claim
+/// registry (`crates/workflows/src/claims.rs`), which is their one home.
+/// A name that is a plain word (`provenance`) is also a folder's name
+/// elsewhere, so only compound names are held to it.
+fn slow_check_names(path: &str, text: &str) -> Vec<String> {
+    let names: Vec<&str> = mlx_workflows::claims::SLOW_CHECKS
+        .iter()
+        .flat_map(|c| std::iter::once(c.name).chain(c.command))
+        .filter(|n| n.contains(['_', '-']))
+        .collect();
+    names_written_out(path, text, "crates/workflows/src/claims.rs", &names, "slow check", "the claim registry, mlx_workflows::claims")
+}
+
 /// The workspace's own packages a package depends on by path: its
 /// `[dependencies]` entries with `path =` or `.workspace = true` whose
 /// workspace entry is a path (read from the manifests' text).
@@ -819,6 +833,22 @@ fn rust_names_every_probe_through_its_constant() {
         .flat_map(|(p, t)| probe_names(p, t))
         .collect();
     report("probes named by a string", bad);
+}
+
+#[test]
+fn slow_checks_are_named_in_the_claim_registry_alone() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| slow_check_names(p, t))
+        .collect();
+    report("slow checks named outside the registry", bad);
+}
+
+#[test]
+fn the_slow_check_rule_rejects_a_name_written_out() {
+    let text = "checks::run(\"python_package\", check); cmd(\"mlx-lm-check\")";
+    assert_eq!(slow_check_names("tests/python_package.rs", text).len(), 2);
+    assert!(slow_check_names("crates/workflows/src/claims.rs", text).is_empty());
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! one for the same minutes from the same seed.
 
 use super::engine::{engine_campaign, EngineRun, Summary};
-use crate::workspace::{anyhow, Context, Result};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_fuzz::guided::Strategy;
 use mlx_fuzz::Releases;
 use mlx_patched::{CommandVars, Sanitizer, Variant};
@@ -360,9 +360,9 @@ fn read_counters(
 
 /// `cargo xtask fuzz coverage`.
 pub fn run(args: CoverageArgs) -> Result<()> {
-    crate::deps::install()?;
+    mlx_harness::deps::install()?;
     let started = std::time::Instant::now();
-    let mut opts = crate::workspace::options()?;
+    let mut opts = mlx_harness::config::options()?;
     opts.sanitizer = Some(Sanitizer::Coverage);
     opts.tests = true;
     let mlx = mlx_patched::build(Variant::PATCHED, &opts)?;
@@ -371,13 +371,13 @@ pub fn run(args: CoverageArgs) -> Result<()> {
         .parent()
         .context("a variant's prefix is in its folder")?
         .join("build");
-    let out = crate::workspace::target_dir()?
+    let out = mlx_harness::paths::target_dir()?
         .join("fuzz")
         .join("coverage");
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out)?;
-    let gcovr = crate::python_env::venv_with(
-        &crate::python_env::python_root()?.join("coverage-venv"),
+    let gcovr = mlx_harness::python_env::venv_with(
+        &mlx_harness::python_env::python_root()?.join("coverage-venv"),
         &[COVERAGE_REQUIREMENTS],
         &[],
     )?;
@@ -406,24 +406,24 @@ pub fn run(args: CoverageArgs) -> Result<()> {
         mlx_patched::progress::elapsed(started.elapsed())
     );
     remove_counters(&build)?;
-    let wheel_dir = crate::python_env::python_root()?.join("patched-cov");
-    let wheels = crate::python_env::wheels_of(Variant::PATCHED, &mlx, &opts, &wheel_dir)?;
-    let python = crate::python_env::venv_with(
+    let wheel_dir = mlx_harness::python_env::python_root()?.join("patched-cov");
+    let wheels = mlx_harness::python_env::wheels_of(Variant::PATCHED, &mlx, &opts, &wheel_dir)?;
+    let python = mlx_harness::python_env::venv_with(
         &wheel_dir.join("venv"),
-        &[crate::python_env::TEST_REQUIREMENTS],
+        &[mlx_harness::python_env::TEST_REQUIREMENTS],
         &wheels.files(),
     )?;
     let tmp = out.join("python-tmp");
     std::fs::create_dir_all(&tmp)?;
     let suite = Command::new(&python)
-        .arg(crate::workspace::workspace_root().join("tests/python/run_mlx_suite.py"))
+        .arg(mlx_harness::paths::workspace_root().join("tests/python/run_mlx_suite.py"))
         .arg(mlx.source_dir().join("python/tests"))
         .var(mlx_patched::other_vars::DEVICE, "cpu")
         .var(mlx_patched::other_vars::TMPDIR, &tmp)
         .output()
         .context("cannot run MLX's Python suite")?;
     std::fs::write(out.join("python-suite.log"), &suite.stdout)?;
-    let (results, running) = crate::python::suite_results(&crate::python::suite_events(
+    let (results, running) = mlx_checks::python::suite_results(&mlx_checks::python::suite_events(
         &String::from_utf8_lossy(&suite.stdout),
     )?);
     notes.push(format!(
@@ -447,7 +447,7 @@ pub fn run(args: CoverageArgs) -> Result<()> {
     remove_counters(&build)?;
     let mut served =
         mlx_fuzz::campaign::Served::new(worker.clone(), None).map_err(anyhow::Error::msg)?;
-    let dir = crate::workspace::workspace_root().join("tests/fuzz-findings");
+    let dir = mlx_harness::paths::workspace_root().join("tests/fuzz-findings");
     let mut replayed = 0;
     let mut kept: Vec<PathBuf> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -474,7 +474,7 @@ pub fn run(args: CoverageArgs) -> Result<()> {
         (mlx_patched::probes::LEAK_SCENARIO, &["--cycles", "3"][..]),
         (mlx_patched::probes::HELD_OUTPUT, &[][..]),
     ] {
-        let exe = crate::demo::cpp_probe_in(&mlx, probe, &probes)?;
+        let exe = mlx_harness::cpp_probe::cpp_probe_in(&mlx, probe, &probes)?;
         let status = Command::new(&exe).args(args).status()?;
         if !status.success() {
             notes.push(format!("regression suite: the probe {probe}: {status}"));

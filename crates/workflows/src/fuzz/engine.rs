@@ -5,7 +5,7 @@
 //! budget.
 
 use super::worker::{keep, SHRINK_AT_MOST};
-use crate::workspace::{anyhow, Result};
+use mlx_harness::error::{anyhow, Result};
 use mlx_fuzz::campaign::{is_release_race, shrink_finding, Confirm, Served, Tally, Worker};
 use mlx_fuzz::guided::{Config, Engine, Execution, Origin, Strategy, Target};
 use mlx_fuzz::{Finding, Program, Releases};

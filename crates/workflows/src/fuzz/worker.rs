@@ -2,8 +2,10 @@
 //! shrunk finding is kept. A leaf under `fuzz`: the campaign, the guided
 //! engine and the coverage command all build on it.
 
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{cargo, target_dir, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::process::cargo;
+use mlx_harness::paths::target_dir;
+use mlx_harness::error::Result;
 use mlx_fuzz::campaign::Worker;
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::CommandVars;
@@ -96,11 +98,11 @@ pub(super) fn worker(a: &Args) -> Result<(Worker, String)> {
     );
     // The base's own root, where every other build of the variant is: the
     // worker links the same MLX the suite does.
-    let mut build_dir = crate::workspace::options()?.root;
+    let mut build_dir = mlx_harness::config::options()?.root;
     if let Some(t) = &a.target {
         let work = crate::rebase::work_dir(t)?;
         std::fs::create_dir_all(&work)?;
-        let tree = crate::trees::target_tree(t, &work)?;
+        let tree = mlx_harness::trees::target_tree(t, &work)?;
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty)?;
         build_dir = crate::rebase::upstream_root(&work);

@@ -1,6 +1,6 @@
 //! The one thing read from an ELF file: which dynamic loader it names.
 
-use crate::workspace::{anyhow, Context, Error, Result};
+use mlx_harness::error::{anyhow, Context, Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The dynamic loader an ELF executable names (its `PT_INTERP`).

@@ -34,8 +34,9 @@ pub(crate) mod scenarios;
 
 pub use record::{check_recorded, check_records, recorded_path};
 
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{target_dir, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::paths::target_dir;
+use mlx_harness::error::Result;
 use judge::VariantRun;
 use mlx_patched::{probes, Env, Sanitizer};
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,7 +45,7 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(clap::Args, Debug)]
 pub struct SanitizeArgs {
     /// address or thread.
-    #[arg(default_value = "address", value_parser = crate::workspace::sanitizer)]
+    #[arg(default_value = "address", value_parser = mlx_harness::cli::sanitizer)]
     pub sanitizer: Sanitizer,
     /// Write the run as the record `cargo xtask test` checks.
     #[arg(long, conflicts_with = "check")]
@@ -63,12 +64,12 @@ pub fn run(a: SanitizeArgs) -> Result<()> {
     if check {
         // Whether a change leaves the recorded run current, without running
         // anything: what `cargo xtask test` checks.
-        let summary = check_recorded(sanitizer, &crate::workspace::options()?)?;
+        let summary = check_recorded(sanitizer, &mlx_harness::config::options()?)?;
         println!("recorded {} run: current, {summary}", sanitizer.name());
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let mut opts = crate::workspace::options()?;
+    let mut opts = mlx_harness::config::options()?;
     opts.sanitizer = Some(sanitizer);
     // MLX's own suite runs under AddressSanitizer; ThreadSanitizer runs the
     // threaded scenarios only.

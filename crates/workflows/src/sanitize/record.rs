@@ -8,8 +8,9 @@
 
 use super::judge::Check;
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{workspace_root, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::paths::workspace_root;
+use mlx_harness::error::Result;
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::{probes, Expectations, Fingerprint, Options, Sanitizer};
 use serde_json::{json, Value};
@@ -35,7 +36,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "2ca2db2bf2d1b75a3d546e1eeb7dbd2aa5beade7ed2cf0e0815ec9f8a015b505";
+    "df9d813aefa3d2b8b39c9d2230edca6880fc1f3ba5df889a77efc47410aa6212";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a
@@ -54,7 +55,7 @@ pub fn recorded_path(sanitizer: Sanitizer, base: &Base, ext: &str) -> PathBuf {
 /// (`MLX_FORK_UPSTREAM_FIXED` included) when that is the base the run was
 /// started on, else that base's as pinned.
 pub fn expectations_for(opts: &Options) -> Expectations {
-    let here = crate::workspace::expectations();
+    let here = mlx_harness::config::expectations();
     if here.base() == opts.base {
         here
     } else {
@@ -255,10 +256,10 @@ pub fn write(sanitizer: Sanitizer, base: &Base, recorded: &Recorded, markdown: &
 /// exist, belong to this tree, series and probes, and have every
 /// expectation held. A rebase's trial tree or series has no record: not
 /// checked (said).
-pub fn check_records() -> Result<crate::workspace::Tally> {
-    let here = crate::workspace::options()?;
+pub fn check_records() -> Result<mlx_harness::tally::Tally> {
+    let here = mlx_harness::config::options()?;
     let upstream = mlx_patched::upstream(&here)?;
-    let mut t = crate::workspace::Tally::new();
+    let mut t = mlx_harness::tally::Tally::new();
     if !matches!(upstream.origin, mlx_patched::Origin::Pinned(b) if b.is_default())
         || here.patches_dir != mlx_patched::patch::series_dir()
     {
@@ -266,7 +267,7 @@ pub fn check_records() -> Result<crate::workspace::Tally> {
         return Ok(t);
     }
     for base in BASES {
-        let opts = crate::workspace::options_on(&here, base)?;
+        let opts = mlx_harness::config::options_on(&here, base)?;
         for sanitizer in [Sanitizer::Address, Sanitizer::Thread] {
             let result = check_recorded(sanitizer, &opts);
             if let Ok(summary) = &result {
@@ -424,7 +425,7 @@ mod tests {
         for f in RUNNER_SOURCES {
             h.update(f.as_bytes());
             h.update([0]);
-            h.update(std::fs::read(crate::workspace::workspace_root().join(f)).unwrap());
+            h.update(std::fs::read(mlx_harness::paths::workspace_root().join(f)).unwrap());
             h.update([0]);
         }
         let now: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
@@ -438,7 +439,7 @@ mod tests {
     /// (Needs upstream's tree, which `cargo xtask test` has recovered.)
     #[test]
     fn another_compiler_is_another_fingerprint() {
-        let opts = crate::workspace::options().unwrap();
+        let opts = mlx_harness::config::options().unwrap();
         let before = fingerprint(Sanitizer::Thread, &opts).unwrap();
         let dir = std::env::temp_dir().join(format!("xtask-cxx-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

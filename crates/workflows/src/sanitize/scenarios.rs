@@ -3,8 +3,10 @@
 //! scenario's run with its reports and census read back.
 
 use super::logs::{read_log, Report};
-use crate::workspace::{anyhow, Context};
-use crate::workspace::{cargo, target_dir, Result};
+use mlx_harness::error::{anyhow, Context};
+use mlx_harness::process::cargo;
+use mlx_harness::paths::target_dir;
+use mlx_harness::error::Result;
 use mlx_expectations::record::parse_records;
 use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Sanitizer, Variant};

@@ -1,0 +1,910 @@
+//! The Python check's rules: what it measured ([`Evidence`], plain data),
+//! the claims it must make ([`judge`]) and its rows in the run's table
+//! ([`render`]). Both are pure, and tested here on made-up evidence.
+
+use mlx_harness::tally::Tally;
+use mlx_expectations::outcomes::{by_word, regressions};
+use mlx_expectations::report::Row;
+use mlx_expectations::Cell;
+use mlx_patched::{Expectations, Variant};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The control first, then the fix.
+pub const VARIANTS: [Variant; 2] = [Variant::PRISTINE, Variant::PATCHED];
+
+/// How one test did, run alone over and over, each run in a process of
+/// its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeats {
+    /// Runs made.
+    pub runs: u64,
+    /// Runs that failed, hung or died without a result included.
+    pub failures: u64,
+    /// Runs that did not end within the time allowed (killed, and counted
+    /// among the failures).
+    pub hung: u64,
+}
+
+/// How often a test that is flaky on patched runs alone on each variant,
+/// each run a process of its own, two at a time (100 runs took 11 s on 2
+/// busy cores). The one flaky test seen here, `test_eval.TestEval.
+/// test_async_eval_error_in_synchronize` (an error that surfaces in
+/// `async_eval` instead of `synchronize` when the work finishes first),
+/// failed in 2 of 1000 fresh processes on pristine and 4 of 1000 on
+/// patched: rare on both, so the judge compares rates
+/// ([`flaky_regression`]) and asks no failure of pristine.
+pub const FLAKY_REPEATS: u32 = 1000;
+
+/// MLX's Python suite on one variant: outcome and detail per test id.
+pub type SuiteResults = BTreeMap<String, (String, String)>;
+
+/// The tests each patch of the series adds to MLX's Python suite that show
+/// its bug: each fails on the control, which runs the series' tests, and
+/// passes on the fix. A patch that adds Python tests names them here.
+pub const SHOW_THE_BUG: &[(&str, &[&str])] = &[
+    (
+        "0043-buffer-protocol-raises-evaluation-errors",
+        &["test_eval.TestEval.test_buffer_read_after_failed_async_eval_raises"],
+    ),
+    (
+        "0044-indexing-clamps-slice-bounds-past-the-axis",
+        &["test_array.TestArray.test_indexing_past_the_axes_in_a_child"],
+    ),
+    (
+        "0045-python-numbers-convert-from-exact-values",
+        &["test_array.TestArray.test_python_numbers_to_wider_types_keep_their_value"],
+    ),
+    (
+        "0046-iter-of-a-scalar-is-a-type-error",
+        &["test_array.TestArray.test_iterating_a_scalar_is_a_type_error"],
+    ),
+];
+
+/// The Python test methods a patch adds, by name (`test_…`), read from its
+/// hunks under `python/tests/`.
+#[cfg(test)]
+fn new_python_tests(patch_text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_python_tests = false;
+    for line in patch_text.lines() {
+        if let Some(path) = line.strip_prefix("+++ b/") {
+            in_python_tests = path.starts_with("python/tests/");
+        } else if in_python_tests {
+            if let Some(rest) = line.strip_prefix("+    def test_") {
+                names.push(format!("test_{}", rest.split('(').next().unwrap_or("")));
+            }
+        }
+    }
+    names
+}
+
+/// The (patch stem, test id) pairs of [`SHOW_THE_BUG`] whose patch is in
+/// `series`: on a base where upstream has the fix, neither is there.
+pub fn shown_in(series: &[PathBuf]) -> Vec<(String, String)> {
+    series
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter_map(|stem| {
+            SHOW_THE_BUG
+                .iter()
+                .find(|(s, _)| *s == stem)
+                .map(|(_, ids)| (stem, *ids))
+        })
+        .flat_map(|(stem, ids)| ids.iter().map(move |id| (stem.clone(), id.to_string())))
+        .collect()
+}
+
+/// Everything the Python check ran, on both variants.
+pub struct Evidence {
+    /// The series' Python tests that must show their bug (patch stem, test
+    /// id): [`shown_in`] the run's series.
+    pub show_the_bug: Vec<(String, String)>,
+    /// The report's script: whole MiB retained after each cycle.
+    pub report: Vec<(Variant, Vec<i64>)>,
+    /// The wheels' install paths (`crate::pip_installs`).
+    pub install: crate::pip_installs::Evidence,
+    pub ablation: Vec<Ablation>,
+    pub second_shape: Vec<SecondShape>,
+    pub findings: Vec<FindingRun>,
+    /// By variant name.
+    pub suites: BTreeMap<&'static str, SuiteResults>,
+    /// The tests flaky on patched that pristine's results do not explain,
+    /// run alone: (on patched, on pristine).
+    pub repeats: BTreeMap<String, (Repeats, Repeats)>,
+    /// `tests/python/fixed_layout_leak.py` under the fixed heap layout
+    /// (finding 013), twice per variant.
+    pub fixed_layout: Vec<LayoutRuns>,
+}
+
+/// One variant's two runs of the fixed-layout sweep.
+pub struct LayoutRuns {
+    pub variant: Variant,
+    /// The layouts that leaked, per run.
+    pub leaked: [Vec<i64>; 2],
+    pub layouts: usize,
+    pub digest: String,
+}
+
+/// One ablation cell on each variant.
+pub struct Ablation {
+    pub cell: Cell,
+    pub runs: Vec<AblationRun>,
+    /// The C++ probe's output digest for the same computation (the report's
+    /// cell only).
+    pub cpp_digest: Option<String>,
+}
+
+pub struct AblationRun {
+    pub variant: Variant,
+    /// Bytes retained after each cycle.
+    pub retained: Vec<i64>,
+    /// The output digests it printed.
+    pub digests: Vec<String>,
+}
+
+/// The report's side note: `shapes` compiled shapes, then the drop.
+pub struct SecondShape {
+    pub variant: Variant,
+    pub shapes: i64,
+    pub live_one: i64,
+    pub live_all: i64,
+    pub cache_all: i64,
+    /// How many times the function was traced, per cycle.
+    pub traces: Vec<i64>,
+    pub retained: i64,
+}
+
+/// A kept fuzz finding as a Python script, run on one variant.
+pub struct FindingRun {
+    pub script: PathBuf,
+    pub variant: Variant,
+    pub kind: mlx_fuzz::Kind,
+    /// Whether it must show there (its fix is not applied), or run clean.
+    pub must_show: bool,
+    pub status: String,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The script's last line of output.
+    pub said: String,
+}
+
+/// The claims the evidence supports or refutes.
+pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
+    let mut t = Tally::new();
+    for (v, mib) in &e.report {
+        let bound = Cell::REPORT.bound(expectations.verdict(v));
+        t.claim(
+            mib.len() == 10 && mib.iter().all(|&m| bound.admits_mib(m)),
+            || {
+                format!(
+                    "report.py on {}: {mib:?} MiB, expected {bound} every cycle",
+                    v.name
+                )
+            },
+        );
+    }
+    crate::pip_installs::judge(&e.install, &mut t);
+    for a in &e.ablation {
+        let cell = a.cell.name();
+        for r in &a.runs {
+            let bound = a.cell.bound(expectations.verdict(&r.variant));
+            t.claim(bound.admits_all(&r.retained), || {
+                format!(
+                    "Python {cell} on {}: retained {:?}, expected {bound} every cycle",
+                    r.variant.name, r.retained
+                )
+            });
+        }
+        t.claim(outputs_agree(a), || {
+            format!("Python {cell}: outputs differ: {:?}", digests(a))
+        });
+        if a.cell == Cell::REPORT {
+            let cpp = a.cpp_digest.clone().unwrap_or_default();
+            let python = digests(a).first().cloned();
+            t.claim(python.as_ref() == Some(&cpp), || {
+                format!("Python and C++ outputs differ: {python:?} vs {cpp}")
+            });
+        }
+    }
+    for s in &e.second_shape {
+        t.claim(
+            !s.traces.is_empty() && s.traces.iter().all(|&n| n == s.shapes),
+            || {
+                format!(
+                    "{}: {} shapes traced {:?} times",
+                    s.variant.name, s.shapes, s.traces
+                )
+            },
+        );
+    }
+    for f in &e.findings {
+        let ok = if f.must_show {
+            mlx_fuzz::python::showed(f.kind, f.code, f.signal, &f.said)
+        } else {
+            mlx_fuzz::python::ran_clean(f.code, &f.said)
+        };
+        t.claim(ok, || {
+            format!(
+                "{} on {}: {} ({}), expected it {}",
+                f.script.display(),
+                f.variant.name,
+                f.status,
+                f.said,
+                if f.must_show {
+                    format!("to show its {}", f.kind.name())
+                } else {
+                    "to run clean".to_string()
+                }
+            )
+        });
+    }
+    for l in &e.fixed_layout {
+        let expect = expectations.verdict(&l.variant);
+        let same = l.leaked[0] == l.leaked[1];
+        let ok = same
+            && match expect {
+                mlx_patched::Expect::Leaks => !l.leaked[0].is_empty(),
+                _ => l.leaked[0].is_empty(),
+            };
+        t.claim(ok && l.layouts > 0, || {
+            format!(
+                "Python fixed layout on {}: leaked at {:?} then at {:?} of {} layouts, expected {} and the same in both runs",
+                l.variant.name,
+                l.leaked[0],
+                l.leaked[1],
+                l.layouts,
+                if expect == mlx_patched::Expect::Leaks { "some" } else { "none" }
+            )
+        });
+    }
+    t.claim(
+        e.fixed_layout.len() >= 2
+            && e.fixed_layout
+                .iter()
+                .all(|l| l.digest == e.fixed_layout[0].digest),
+        || "Python fixed layout: the variants computed different bits or did not all run".into(),
+    );
+    let (Some(pristine), Some(patched)) = (
+        e.suites.get(Variant::PRISTINE.name),
+        e.suites.get(Variant::PATCHED.name),
+    ) else {
+        t.claim(false, || {
+            "MLX's Python suite did not run on both variants".into()
+        });
+        return t;
+    };
+    // Each of the series' Python tests that shows a bug: failed (not flaky)
+    // on the control, passed on the fix.
+    for (stem, id) in &e.show_the_bug {
+        let outcome = |r: &SuiteResults| r.get(id).map(|(o, _)| o.clone());
+        let (on_pristine, on_patched) = (outcome(pristine), outcome(patched));
+        t.claim(
+            matches!(on_pristine.as_deref(), Some("failed" | "error"))
+                && on_patched.as_deref() == Some("passed"),
+            || {
+                format!(
+                    "{stem}'s Python test {id}: {on_pristine:?} on pristine, {on_patched:?} on patched; expected it to fail there and pass here"
+                )
+            },
+        );
+    }
+    let words = |r: &SuiteResults| by_word(r.iter().map(|(n, (o, _))| (n, o.as_str())));
+    // A lost pass repeated alone on both variants is judged by its rates
+    // below, not by one run in a process that earlier tests shaped.
+    let regressed: Vec<_> = regressions(&words(pristine), &words(patched))
+        .into_iter()
+        .filter(|r| !e.repeats.contains_key(r.test()))
+        .collect();
+    t.claim(regressed.is_empty(), || {
+        format!("MLX Python tests worse on patched than on pristine: {regressed:?}")
+    });
+    // A test flaky on patched must be flaky on pristine too: one that never
+    // fails there, over as many runs as it takes, is a regression that a
+    // retry would hide. One that was not repeated is not excused.
+    let only_patched: Vec<String> = judged_alone(pristine, patched)
+        .into_iter()
+        .filter(|id| {
+            e.repeats
+                .get(id)
+                .is_none_or(|(on_patched, on_pristine)| flaky_regression(on_patched, on_pristine))
+        })
+        .collect();
+    t.claim(only_patched.is_empty(), || {
+        format!(
+            "MLX Python tests flaky or failing on patched and not alike on pristine, alone in {FLAKY_REPEATS} processes each: {only_patched:?}"
+        )
+    });
+    t
+}
+
+/// The check's rows in the run's table, in the order it ran.
+pub fn render(e: &Evidence) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (v, mib) in &e.report {
+        rows.push(Row::note(format!(
+            "Python, the report's script verbatim on {}: {mib:?} MiB retained",
+            v.name
+        )));
+    }
+    rows.extend(crate::pip_installs::render(&e.install));
+    for a in &e.ablation {
+        let cols = a
+            .runs
+            .iter()
+            .map(|r| {
+                let mean = r.retained.iter().sum::<i64>() / r.retained.len().max(1) as i64;
+                (r.variant.name.to_string(), mean as f64)
+            })
+            .collect();
+        rows.push(Row::retained(
+            format!("Python: {}", a.cell.name()),
+            cols,
+            outputs_agree(a),
+        ));
+    }
+    let mib = |b: i64| b as f64 / 1048576.0;
+    for s in &e.second_shape {
+        rows.push(Row::note(format!(
+            "Python, {}: {} compiled shape(s): live {:.2} MiB after the first call, {:.2} MiB after every shape's (buffer cache {:.2} MiB), traced {:?} times, {:.2} MiB retained after the drop",
+            s.variant.name,
+            s.shapes,
+            mib(s.live_one),
+            mib(s.live_all),
+            mib(s.cache_all),
+            s.traces,
+            mib(s.retained)
+        )));
+    }
+    let count = |r: &SuiteResults, o: &str| r.values().filter(|(x, _)| x == o).count();
+    // The control first, as the check runs them.
+    let suites: Vec<(&str, &SuiteResults)> = VARIANTS
+        .iter()
+        .filter_map(|v| Some((v.name, e.suites.get(v.name)?)))
+        .collect();
+    for (name, r) in &suites {
+        rows.push(Row::note(format!(
+            "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
+            count(r, "passed"),
+            count(r, "failed"),
+            count(r, "error"),
+            count(r, "skipped"),
+            count(r, "flaky"),
+            count(r, "xfail")
+        )));
+    }
+    for (name, r) in &suites {
+        rows.push(Row::note(format!(
+            "MLX's Python suite on {name}: flaky (failed, then passed alone): {:?}",
+            flaky(r)
+        )));
+    }
+    let said = |r: &Repeats| {
+        let hung = if r.hung > 0 {
+            format!(" ({} of them hung)", r.hung)
+        } else {
+            String::new()
+        };
+        format!("{} of {} runs{hung}", r.failures, r.runs)
+    };
+    for (id, (p, q)) in &e.repeats {
+        rows.push(Row::note(format!(
+            "MLX's Python suite: {id}: flaky on patched; alone it failed {} on patched and {} on pristine",
+            said(p),
+            said(q)
+        )));
+    }
+    if let (Some(pristine), Some(patched)) = (
+        e.suites.get(Variant::PRISTINE.name),
+        e.suites.get(Variant::PATCHED.name),
+    ) {
+        for (cause, ids) in failing_on_both(pristine, patched) {
+            rows.push(Row::note(format!(
+                "MLX's Python suite, fail on both ({}): {cause}",
+                ids.len()
+            )));
+        }
+    }
+    for l in &e.fixed_layout {
+        rows.push(Row::note(format!(
+            "Python, fixed heap layout (finding 013) on {}: leaked at {} of {} layouts, the same in 2 runs: {}",
+            l.variant.name,
+            l.leaked[0].len(),
+            l.layouts,
+            if l.leaked[0] == l.leaked[1] { "yes" } else { "no" }
+        )));
+    }
+    rows
+}
+
+/// The tests to run alone, in independent processes, on both variants:
+/// those flaky on patched that pristine's results do not explain (there
+/// they neither failed nor were flaky), and those that failed on patched
+/// (retry included) where pristine passed.
+pub fn judged_alone(pristine: &SuiteResults, patched: &SuiteResults) -> Vec<String> {
+    let bad = |o: &str| o == "flaky" || o == "failed" || o == "error";
+    patched
+        .iter()
+        .filter(|(id, (o, _))| {
+            // Flaky on patched, or failing there (its retry in the same
+            // process failed too) where pristine passed: either way a
+            // timing-dependent test is judged only over independent
+            // processes, and a test that really regressed fails there at
+            // once.
+            let on_pristine = pristine.get(*id).map(|(p, _)| p.as_str());
+            match o.as_str() {
+                "flaky" => !on_pristine.is_some_and(bad),
+                "failed" | "error" => on_pristine == Some("passed"),
+                _ => false,
+            }
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Whether a test flaky on patched regressed, from its runs alone on each
+/// variant (independent processes). Under the hypothesis that both fail at
+/// one rate, each of the failures seen on either is patched's with the
+/// share of runs patched made, so patched's count is binomial given the
+/// total. It regressed if a count as high as patched's has a probability
+/// below [`FLAKY_SIGNIFICANCE`] under that hypothesis: two variants with one
+/// rate are judged apart about once in a thousand comparisons. A rare
+/// failure seen on patched alone (3 of 1000, none on pristine) is no
+/// evidence either way; a rate ten times pristine's is.
+pub fn flaky_regression(patched: &Repeats, pristine: &Repeats) -> bool {
+    let total = patched.failures + pristine.failures;
+    let runs = patched.runs + pristine.runs;
+    if patched.failures == 0 || runs == 0 {
+        return false;
+    }
+    let share = patched.runs as f64 / runs as f64;
+    binomial_tail(total, patched.failures, share) < FLAKY_SIGNIFICANCE
+}
+
+/// The probability at which [`flaky_regression`] calls a difference real.
+pub const FLAKY_SIGNIFICANCE: f64 = 1e-3;
+
+/// P(X >= k) for X ~ Binomial(n, p), summed in logarithms so that large
+/// counts neither overflow nor underflow.
+fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let ln_choose = |i: u64| -> f64 { (1..=i).map(|j| ((n - i + j) as f64 / j as f64).ln()).sum() };
+    (k..=n)
+        .map(|i| (ln_choose(i) + i as f64 * p.ln() + (n - i) as f64 * (1.0 - p).ln()).exp())
+        .sum::<f64>()
+        .min(1.0)
+}
+
+/// The tests that failed on both variants, grouped by patched's detail.
+fn failing_on_both<'a>(
+    pristine: &SuiteResults,
+    patched: &'a SuiteResults,
+) -> BTreeMap<&'a str, Vec<&'a String>> {
+    let failed = |o: &str| o == "failed" || o == "error";
+    let mut causes: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (id, (o, detail)) in patched {
+        if failed(o) && pristine.get(id).is_some_and(|(p, _)| failed(p)) {
+            causes.entry(detail.as_str()).or_default().push(id);
+        }
+    }
+    causes
+}
+
+fn flaky(r: &SuiteResults) -> Vec<String> {
+    r.iter()
+        .filter(|(_, (o, _))| o == "flaky")
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn digests(a: &Ablation) -> Vec<String> {
+    a.runs
+        .iter()
+        .flat_map(|r| r.digests.iter().cloned())
+        .collect()
+}
+
+/// Every variant printed digests, and all of them agree.
+fn outputs_agree(a: &Ablation) -> bool {
+    let all = digests(a);
+    a.runs.iter().all(|r| !r.digests.is_empty()) && all.windows(2).all(|w| w[0] == w[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx_fuzz::Kind;
+
+    const MIB: i64 = 1 << 20;
+
+    fn repeats(failures: u64) -> Repeats {
+        Repeats {
+            runs: u64::from(FLAKY_REPEATS),
+            failures,
+            hung: 0,
+        }
+    }
+
+    fn suite(results: &[(&str, &str)]) -> SuiteResults {
+        results
+            .iter()
+            .map(|(id, o)| (id.to_string(), (o.to_string(), format!("{o} because"))))
+            .collect()
+    }
+
+    /// Evidence as the fork shows it: pristine leaks 24 MiB a cycle in the
+    /// report's cell and shows its finding, patched retains nothing.
+    fn good() -> Evidence {
+        let run = |variant: Variant, retained: i64| AblationRun {
+            variant,
+            retained: vec![retained; 10],
+            digests: vec!["d1".into()],
+        };
+        Evidence {
+            show_the_bug: vec![("0099-x".into(), "d".into())],
+            report: vec![
+                (Variant::PRISTINE, vec![24; 10]),
+                (Variant::PATCHED, vec![0; 10]),
+            ],
+            install: crate::pip_installs::Evidence {
+                skipped: Some("install paths".into()),
+                mypy: Some(crate::pip_installs::Mypy {
+                    version: "1".into(),
+                    report: (true, String::new()),
+                    ill_typed: (false, "Incompatible types in assignment \"array\"".into()),
+                }),
+                ..Default::default()
+            },
+            ablation: vec![Ablation {
+                cell: Cell::REPORT,
+                runs: vec![run(Variant::PRISTINE, 24 * MIB), run(Variant::PATCHED, 0)],
+                cpp_digest: Some("d1".into()),
+            }],
+            second_shape: vec![SecondShape {
+                variant: Variant::PATCHED,
+                shapes: 2,
+                live_one: MIB,
+                live_all: 2 * MIB,
+                cache_all: 0,
+                traces: vec![2, 2],
+                retained: 0,
+            }],
+            findings: [
+                (Variant::PRISTINE, true, Some(1), "leaked_bytes 64"),
+                (Variant::PATCHED, false, Some(0), "leaked_bytes 0"),
+            ]
+            .into_iter()
+            .map(|(variant, must_show, code, said)| FindingRun {
+                script: "f.py".into(),
+                variant,
+                kind: Kind::Leak,
+                must_show,
+                status: format!("exit status: {}", code.unwrap()),
+                code,
+                signal: None,
+                said: said.into(),
+            })
+            .collect(),
+            suites: [
+                (
+                    Variant::PRISTINE.name,
+                    suite(&[
+                        ("a", "passed"),
+                        ("b", "failed"),
+                        ("c", "flaky"),
+                        ("d", "error"),
+                    ]),
+                ),
+                (
+                    Variant::PATCHED.name,
+                    suite(&[
+                        ("a", "passed"),
+                        ("b", "failed"),
+                        ("c", "flaky"),
+                        ("d", "passed"),
+                    ]),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            repeats: BTreeMap::new(),
+            fixed_layout: vec![
+                LayoutRuns {
+                    variant: Variant::PRISTINE,
+                    leaked: [vec![112, 432], vec![112, 432]],
+                    layouts: 400,
+                    digest: "d".into(),
+                },
+                LayoutRuns {
+                    variant: Variant::PATCHED,
+                    leaked: [vec![], vec![]],
+                    layouts: 400,
+                    digest: "d".into(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_fixed_layout_must_leak_alike_on_the_control_and_never_on_the_fix() {
+        let e = good();
+        let ok = judge(&e, &Expectations::new(false)).failures.len();
+        for (i, leaked) in [
+            // The control leaking elsewhere the second time.
+            (0, [vec![112, 432], vec![112]]),
+            // The control not leaking at all.
+            (0, [vec![], vec![]]),
+            // The fix leaking once.
+            (1, [vec![], vec![48]]),
+        ] {
+            let mut bad = good();
+            bad.fixed_layout[i].leaked = leaked.clone();
+            let failed = judge(&bad, &Expectations::new(false)).failures;
+            assert_eq!(failed.len(), ok + 1, "{leaked:?}: {failed:?}");
+            assert!(failed.iter().any(|f| f.contains("fixed layout")));
+        }
+        let mut other_bits = good();
+        other_bits.fixed_layout[1].digest = "e".into();
+        assert_eq!(
+            judge(&other_bits, &Expectations::new(false)).failures.len(),
+            ok + 1
+        );
+    }
+
+    fn failures(e: &Evidence) -> Vec<String> {
+        judge(e, &Expectations::new(false)).failures
+    }
+
+    #[test]
+    fn the_fork_as_measured_passes() {
+        let e = good();
+        let t = judge(&e, &Expectations::new(false));
+        assert_eq!(t.failures, Vec::<String>::new());
+        // report ×2, mypy ×2, ablation ×2 + agreement + C++, shape,
+        // finding ×2, fixed layout ×2 + agreement, a test showing its bug,
+        // suite, flaky
+        assert_eq!(t.passed, 17);
+    }
+
+    #[test]
+    fn a_test_named_to_show_a_bug_must_fail_on_the_control_and_pass_on_the_fix() {
+        for (on_pristine, on_patched) in [
+            ("passed", "passed"),
+            ("flaky", "passed"),
+            ("error", "failed"),
+            ("error", "flaky"),
+        ] {
+            let mut e = good();
+            e.suites
+                .get_mut(Variant::PRISTINE.name)
+                .unwrap()
+                .insert("d".into(), (on_pristine.into(), String::new()));
+            e.suites
+                .get_mut(Variant::PATCHED.name)
+                .unwrap()
+                .insert("d".into(), (on_patched.into(), String::new()));
+            let f = failures(&e);
+            assert!(
+                f.iter().any(|f| f.starts_with("0099-x's Python test d")),
+                "{on_pristine}/{on_patched}: {f:?}"
+            );
+        }
+        // A test that did not run at all shows nothing.
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PRISTINE.name)
+            .unwrap()
+            .remove("d");
+        assert!(failures(&e).iter().any(|f| f.contains("None on pristine")));
+    }
+
+    #[test]
+    fn every_patch_that_adds_python_tests_names_those_that_show_its_bug() {
+        let dir = mlx_harness::paths::workspace_root().join("patches");
+        let mut with_tests = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "patch") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let added = new_python_tests(&std::fs::read_to_string(&path).unwrap());
+            let listed = SHOW_THE_BUG.iter().find(|(s, _)| *s == stem);
+            if added.is_empty() {
+                assert!(
+                    listed.is_none(),
+                    "{stem} adds no Python test, yet SHOW_THE_BUG names some"
+                );
+                continue;
+            }
+            with_tests.push(stem.clone());
+            let (_, ids) = listed.unwrap_or_else(|| {
+                panic!("{stem} adds Python tests {added:?}: name in SHOW_THE_BUG those that show its bug")
+            });
+            assert!(!ids.is_empty(), "{stem}: no Python test shows its bug");
+            for id in *ids {
+                let method = id.rsplit('.').next().unwrap();
+                assert!(
+                    added.iter().any(|a| a == method),
+                    "{stem}: `{id}` is not one of its new tests {added:?}"
+                );
+            }
+        }
+        for (stem, _) in SHOW_THE_BUG {
+            assert!(
+                with_tests.iter().any(|s| s == stem),
+                "SHOW_THE_BUG names {stem}, which adds no Python test"
+            );
+        }
+        // Only the patches in a series count: on a base with the fixes
+        // upstream, none of them is there.
+        let one = [dir.join(format!("{}.patch", SHOW_THE_BUG[0].0))];
+        assert_eq!(shown_in(&one).len(), SHOW_THE_BUG[0].1.len());
+        assert!(shown_in(&[dir.join("0001-x.patch")]).is_empty());
+    }
+
+    #[test]
+    fn a_leak_on_patched_or_none_on_pristine_fails() {
+        let mut e = good();
+        e.report[1].1[9] = 24;
+        e.ablation[0].runs[0].retained = vec![0; 10];
+        let f = failures(&e);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].starts_with("report.py on patched"), "{f:?}");
+        assert!(
+            f[1].starts_with("Python split / weights evaluated / compiled on pristine"),
+            "{f:?}"
+        );
+        // Nine cycles are not the report's ten.
+        let mut e = good();
+        e.report[1].1.pop();
+        assert_eq!(failures(&e).len(), 1);
+        // Once the leak is upstream's fix too, pristine must not leak.
+        assert!(!judge(&good(), &Expectations::new(true)).failures.is_empty());
+    }
+
+    #[test]
+    fn outputs_must_agree_across_variants_and_with_cpp() {
+        let mut e = good();
+        e.ablation[0].runs[1].digests = vec!["d2".into()];
+        assert_eq!(failures(&e).len(), 1);
+        let mut e = good();
+        e.ablation[0].runs[1].digests.clear();
+        assert!(failures(&e)[0].contains("outputs differ"));
+        let mut e = good();
+        e.ablation[0].cpp_digest = None;
+        assert!(failures(&e)[0].starts_with("Python and C++ outputs differ"));
+    }
+
+    #[test]
+    fn a_finding_must_show_where_unfixed_and_run_clean_where_fixed() {
+        let mut e = good();
+        e.findings[0].code = Some(0);
+        e.findings[0].said = "leaked_bytes 0".into();
+        e.findings[1].code = Some(1);
+        let f = failures(&e);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].ends_with("expected it to show its leak"), "{f:?}");
+        assert!(f[1].ends_with("expected it to run clean"), "{f:?}");
+    }
+
+    #[test]
+    fn a_test_that_fails_on_patched_alone_fails_the_check() {
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PATCHED.name)
+            .unwrap()
+            .insert("a".into(), ("error".into(), "boom".into()));
+        assert!(failures(&e)[0].starts_with("MLX Python tests worse on patched"));
+        let mut e = good();
+        e.suites.remove(Variant::PRISTINE.name);
+        assert_eq!(
+            failures(&e),
+            ["MLX's Python suite did not run on both variants"]
+        );
+    }
+
+    #[test]
+    fn a_flaky_test_on_patched_alone_is_excused_only_by_like_repeats() {
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PATCHED.name)
+            .unwrap()
+            .insert("a".into(), ("flaky".into(), "once".into()));
+        assert_eq!(
+            judged_alone(
+                &e.suites[Variant::PRISTINE.name],
+                &e.suites[Variant::PATCHED.name]
+            ),
+            ["a"]
+        );
+        // Not repeated: not excused.
+        assert!(failures(&e)[0].contains("flaky or failing on patched and not alike"));
+        e.repeats.insert("a".into(), (repeats(12), repeats(9)));
+        assert!(failures(&e).is_empty());
+        e.repeats.insert("a".into(), (repeats(30), repeats(0)));
+        assert_eq!(failures(&e).len(), 1);
+        // The repeats are rows of the table.
+        assert!(render(&e).iter().any(|r| r
+            .to_string()
+            .contains("alone it failed 30 of 1000 runs on patched")));
+    }
+
+    /// A test that fails on patched, its retry in the same process too,
+    /// where pristine passed, is judged over independent processes: a like
+    /// rate on pristine excuses it (upstream's timing-dependent test), a
+    /// test that fails every run alone is a regression, and one that was
+    /// not repeated is not excused.
+    #[test]
+    fn a_lost_pass_is_judged_by_its_rate_alone_on_each_variant() {
+        let mut e = good();
+        e.suites
+            .get_mut(Variant::PRISTINE.name)
+            .unwrap()
+            .insert("t".into(), ("passed".into(), String::new()));
+        e.suites
+            .get_mut(Variant::PATCHED.name)
+            .unwrap()
+            .insert("t".into(), ("error".into(), "raised early".into()));
+        assert_eq!(
+            judged_alone(
+                &e.suites[Variant::PRISTINE.name],
+                &e.suites[Variant::PATCHED.name]
+            ),
+            ["t"]
+        );
+        assert!(failures(&e)
+            .iter()
+            .any(|f| f.contains("worse on patched") && f.contains("\"t\"")));
+        e.repeats.insert("t".into(), (repeats(21), repeats(28)));
+        assert!(failures(&e).is_empty(), "{:?}", failures(&e));
+        e.repeats.insert("t".into(), (repeats(1000), repeats(0)));
+        assert!(failures(&e)
+            .iter()
+            .any(|f| f.contains("flaky or failing on patched")));
+    }
+
+    #[test]
+    fn a_flaky_test_is_excused_only_by_a_like_rate_on_pristine() {
+        let judge = |p: u64, q: u64| flaky_regression(&repeats(p), &repeats(q));
+        assert!(
+            !judge(3, 0),
+            "a rare failure on patched alone is no evidence"
+        );
+        assert!(!judge(0, 0), "failing alone on neither");
+        assert!(!judge(4, 2), "as measured: 4 and 2 of 1000");
+        assert!(!judge(12, 9));
+        assert!(!judge(5, 40));
+        assert!(judge(12, 0), "twelve on patched, none on pristine");
+        assert!(judge(30, 3), "ten times pristine's rate");
+        assert!(judge(200, 10), "far more often on patched");
+        // Rates, not counts: pristine's 5 of 100 runs is patched's 50 of 1000.
+        let fewer = Repeats {
+            runs: 100,
+            failures: 5,
+            hung: 0,
+        };
+        assert!(!flaky_regression(&repeats(50), &fewer));
+        assert!(flaky_regression(&repeats(50), &repeats(5)));
+        // The tail itself: P(X >= 2) for X ~ Binomial(3, 0.5) is 1/2.
+        assert!((binomial_tail(3, 2, 0.5) - 0.5).abs() < 1e-12);
+        assert!((binomial_tail(10, 10, 0.5) - 1.0 / 1024.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_rows_follow_the_order_the_check_ran_in() {
+        let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
+        assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1 + 2, "{rows:#?}");
+        assert!(rows[0].contains("verbatim on pristine"));
+        assert!(rows[2].contains("skipped: install paths"));
+        assert!(rows[3].contains("mypy on report.py"));
+        assert!(rows[4].contains("Python: split / weights evaluated / compiled"));
+        assert!(rows[5].contains("2 compiled shape(s)"));
+        assert!(rows[10].contains("fail on both (1): failed because"));
+        assert!(
+            rows[11].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400")
+        );
+    }
+}

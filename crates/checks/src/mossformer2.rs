@@ -9,7 +9,7 @@
 //! the port is `cargo xtask real-model --cells rust-pristine,rust-patched`:
 //! the real model leaks too seldom for a few cycles here to show it.
 
-use crate::mlx_rs::{fetch_once, prefix_of, sys_env, without_network};
+use crate::mlx_rs::project::{fetch_once, prefix_of, sys_env, without_network};
 use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::{target_dir, workspace_root};

@@ -14,7 +14,7 @@ pub fn check() -> Result<Tally> {
         .map(|b| target.join("mlx").join(b.dir_name()))
         .collect();
     roots.push(opts.root.clone());
-    roots.extend(crate::rebase::existing_build_roots()?);
+    roots.extend(crate::rebase::dirs::existing_build_roots()?);
     let mut t = Tally::new();
     match mlx_harness::builds::built_once(&target, &roots)? {
         Ok(n) => {

@@ -10,7 +10,9 @@
 //!   - mlx-rs 0.33.0's own unit and integration tests, from the published
 //!     package: nothing that passes on pristine may fail on patched.
 
+mod dependent;
 mod judge;
+pub mod project;
 use mlx_harness::check::{outcome, Check};
 use mlx_patched::Expectations;
 
@@ -20,7 +22,8 @@ use mlx_harness::tally::Tally;
 use mlx_harness::process::cargo;
 use mlx_harness::paths::{target_dir, workspace_root};
 use mlx_harness::error::Result;
-use judge::{count, Dependent, Evidence, Proof, Run, SuiteOutcome, CELLS};
+use judge::{count, Evidence, Proof, Run, SuiteOutcome, CELLS};
+use project::{fetch_once, prefix_of, sys_env, without_network};
 use mlx_expectations::record::parse_records;
 use mlx_expectations::report::Row;
 use mlx_patched::CommandVars;
@@ -28,11 +31,6 @@ use mlx_patched::{vars, Artifacts, Env, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The patched prefix, built if needed.
-pub fn prefix_of(variant: Variant) -> Result<Artifacts> {
-    Ok(mlx_patched::build(variant, &mlx_harness::config::options()?)?)
-}
 
 pub fn print_setup() -> Result<()> {
     // The drop-in needs an mlx-c for the base: refused here as in its build.
@@ -105,25 +103,6 @@ fn run_proof(exe: &Path, args: &[&str], env: &[(mlx_patched::Variable, PathBuf)]
     Ok(run)
 }
 
-/// The environment that makes mlx-sys link `variant`: the patched variant
-/// through mlx-patched (sharing this checkout's build of it), the control
-/// through `MLX_SYS_PREFIX`. Both share this checkout's build folder, where
-/// mlx-c is compiled once per variant for every project that builds it.
-pub fn sys_env(
-    variant: Variant,
-    mlx: &Artifacts,
-) -> Result<Vec<(mlx_patched::Variable, PathBuf)>> {
-    let root = mlx_harness::config::options()?.root;
-    Ok(if variant == Variant::PATCHED {
-        vec![(vars::MLX_PATCHED_BUILD_DIR, root)]
-    } else {
-        vec![
-            (vars::MLX_SYS_PREFIX, mlx.prefix().to_path_buf()),
-            (vars::MLX_PATCHED_BUILD_DIR, root),
-        ]
-    })
-}
-
 /// Builds `tests/mlx-rs` for one variant, in a target directory of its own.
 fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     let target = target_dir()?.join("mlx-rs").join(variant.name);
@@ -150,72 +129,6 @@ fn build_proof(variant: Variant, mlx: &Artifacts) -> Result<PathBuf> {
     );
     mlx_harness::process::run(&mut build)?;
     Ok(target.join("debug/mlx-rs-leak-scenario"))
-}
-
-/// `cargo fetch --locked` of a test project: the only step of these
-/// checks that may use the network. Every build after it is offline.
-pub fn fetch_once(manifest: &Path) -> Result<()> {
-    mlx_harness::process::run(
-        cargo()
-            .args(["fetch", "--locked", "--quiet", "--manifest-path"])
-            .arg(manifest),
-    )
-}
-
-/// `--offline`, and a proxy that refuses every connection, so that any
-/// download in the build, a nested `cargo` included, fails it: what a user
-/// gets from `cargo build --offline` once the crates are in Cargo's cache.
-pub fn without_network(cmd: &mut Command) {
-    cmd.arg("--offline")
-        .var(
-            mlx_patched::other_vars::CARGO_HTTP_PROXY,
-            "http://127.0.0.1:9",
-        )
-        .var(mlx_patched::other_vars::CARGO_NET_RETRY, "0");
-}
-
-/// A copy of `tests/<name>` (the listed files) in the target directory,
-/// its `[patch]` path made absolute and every crate vendored with `cargo
-/// vendor`, which prints the source replacement written to the copy's
-/// `.cargo/config.toml`. The one step that may use the network.
-fn vendored_copy(name: &str, files: &[&str]) -> Result<PathBuf> {
-    let from = workspace_root().join("tests").join(name);
-    let copy = target_dir()?.join(format!("{name}-vendored"));
-    let _ = std::fs::remove_dir_all(&copy);
-    std::fs::create_dir_all(copy.join(".cargo"))?;
-    for f in files {
-        let (a, b) = (from.join(f), copy.join(f));
-        if a.is_dir() {
-            mlx_patched::copy_tree(&a, &b)?;
-        } else {
-            std::fs::copy(&a, &b).with_context(|| format!("{}", a.display()))?;
-        }
-    }
-    let manifest = std::fs::read_to_string(from.join("Cargo.toml"))?;
-    let sys = workspace_root().join("crates/mlx-sys");
-    let patched = manifest.replace(
-        "\"../../crates/mlx-sys\"",
-        &format!("{:?}", sys.display().to_string()),
-    );
-    if patched == manifest {
-        return Err(anyhow!(
-            "tests/{name}/Cargo.toml has no `[patch]` path ../../crates/mlx-sys"
-        ));
-    }
-    std::fs::write(copy.join("Cargo.toml"), patched)?;
-    let out = cargo()
-        .current_dir(&copy)
-        .args(["vendor", "--locked", "vendor"])
-        .output()?;
-    if !out.status.success() {
-        return Err(anyhow!(
-            "cargo vendor in {}: {}",
-            copy.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    std::fs::write(copy.join(".cargo/config.toml"), &out.stdout)?;
-    Ok(copy)
 }
 
 /// Runs the proof program on each variant: every cell, the release race
@@ -564,7 +477,7 @@ fn collect() -> Result<Evidence> {
     let cpp_digests = run_proof(&probe, &["--cycles", "1"], &[])
         .map(|r| r.digests)
         .unwrap_or_default();
-    let dependent = dependent()?;
+    let dependent = dependent::dependent()?;
 
     // Patched first. Both variants run the same compiled tests, so the
     // control's run only serves to tell a patched failure that is upstream's
@@ -617,116 +530,5 @@ fn collect() -> Result<Evidence> {
     })
 }
 
-/// `tests/mlx-sys-dependent`, a project outside the workspace that adds
-/// only the `[patch]` line, as a user gets it: a copy whose every crate is
-/// vendored (`cargo vendor`, the source replacement in its own
-/// `.cargo/config.toml`), built `--offline` with no network. It must build,
-/// run its binary directly (no rpath, no `LD_LIBRARY_PATH`), `cargo run`,
-/// `cargo test`, link no shared libmlx, and build again with no warning.
-/// Its build script reads `DEP_MLX_INCLUDE`, `DEP_MLX_DEFINES` and
-/// `DEP_MLX_VERSION` and compiles C against mlx-c. The patched variant's
-/// build is shared through `MLX_PATCHED_BUILD_DIR`, as in the other checks.
-fn dependent() -> Result<Dependent> {
-    let target = target_dir()?.join("mlx-sys-dependent");
-    let copy = vendored_copy(
-        "mlx-sys-dependent",
-        &["src", "csrc", "build.rs", "Cargo.lock"],
-    )?;
-    let project = |args: &[&str]| {
-        let mut c = cargo();
-        c.current_dir(&copy)
-            .args(args)
-            .var(mlx_patched::vars::CARGO_TARGET_DIR, &target)
-            .unset(mlx_patched::vars::MLX_SYS_PREFIX)
-            .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
-            .unset(mlx_patched::other_vars::RUSTFLAGS);
-        if let Ok(o) = mlx_harness::config::options() {
-            c.var(mlx_patched::vars::MLX_PATCHED_BUILD_DIR, o.root);
-        }
-        without_network(&mut c);
-        c
-    };
-    eprintln!(
-        "building a vendored copy of tests/mlx-sys-dependent offline (only the [patch] line)"
-    );
-    mlx_harness::process::run(&mut project(&["build", "--quiet"]))?;
-    let exe = target.join("debug/mlx-sys-dependent");
-    let direct = Ran::from(
-        &Command::new(&exe)
-            .unset(mlx_patched::other_vars::LD_LIBRARY_PATH)
-            .output()
-            .with_context(|| format!("cannot run {}", exe.display()))?,
-    );
-    println!(
-        "{} run directly: {} {}",
-        exe.display(),
-        direct.status,
-        direct.stdout.trim().replace('\n', "; ")
-    );
-    let dynamic_section = if cfg!(target_os = "linux") {
-        Some(Ran::from(
-            &Command::new("readelf")
-                .arg("-d")
-                .arg(&exe)
-                .output()
-                .context("cannot run readelf")?,
-        ))
-    } else {
-        None
-    };
-    let mut cargo_runs = Vec::new();
-    for args in [&["run", "--quiet"][..], &["test", "--quiet"][..]] {
-        let out = project(args).output().context("cannot run cargo")?;
-        cargo_runs.push((args[0], Ran::from(&out)));
-    }
-    let again = Ran::from(&project(&["build"]).output().context("cannot run cargo")?);
-    Ok(Dependent {
-        exe,
-        direct,
-        dynamic_section,
-        cargo_runs,
-        again,
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::cargo_test_exit_problem;
-
-    const RAN_TWO: &str = "\
-     Running unittests src/lib.rs (target/debug/deps/mlx_rs-1)
-     Running tests/ops.rs (target/debug/deps/ops-2)
-";
-
-    #[test]
-    fn a_clean_run_and_a_run_with_named_failures_agree_with_their_exit() {
-        let ok = "test result: ok. 10 passed; 0 failed\n\ntest result: ok. 3 passed; 0 failed\n";
-        assert_eq!(cargo_test_exit_problem(ok, RAN_TWO, true), None);
-        let failed =
-            "test result: FAILED. 9 passed; 1 failed\n\ntest result: ok. 3 passed; 0 failed\n";
-        let stderr = format!(
-            "{RAN_TWO}error: test failed, to rerun pass `--lib`\n\nCaused by:\n  process didn't exit successfully: `target/debug/deps/mlx_rs-1` (exit status: 101)\n"
-        );
-        assert_eq!(cargo_test_exit_problem(failed, &stderr, false), None);
-    }
-
-    #[test]
-    fn a_binary_that_crashes_after_its_last_test_is_a_problem() {
-        let ok = "test result: ok. 10 passed; 0 failed\n\ntest result: ok. 3 passed; 0 failed\n";
-        let stderr = format!(
-            "{RAN_TWO}error: test failed, to rerun pass `--test ops`\n\nCaused by:\n  process didn't exit successfully: `target/debug/deps/ops-2` (signal: 6, SIGABRT: process abort signal)\n"
-        );
-        let problem = cargo_test_exit_problem(ok, &stderr, false).unwrap();
-        assert!(problem.contains("SIGABRT"), "{problem}");
-    }
-
-    #[test]
-    fn a_binary_that_dies_mid_run_or_a_run_of_nothing_is_a_problem() {
-        let one = "test result: ok. 10 passed; 0 failed\n";
-        let stderr = format!(
-            "{RAN_TWO}  process didn't exit successfully: `target/debug/deps/ops-2` (signal: 11, SIGSEGV: invalid memory reference)\n"
-        );
-        assert!(cargo_test_exit_problem(one, &stderr, false).is_some());
-        assert!(cargo_test_exit_problem("", "", true).is_some());
-    }
-}
+mod tests;

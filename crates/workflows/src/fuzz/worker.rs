@@ -100,12 +100,12 @@ pub(super) fn worker(a: &Args) -> Result<(Worker, String)> {
     // worker links the same MLX the suite does.
     let mut build_dir = mlx_harness::config::options()?.root;
     if let Some(t) = &a.target {
-        let work = crate::rebase::work_dir(t)?;
+        let work = crate::rebase::dirs::work_dir(t)?;
         std::fs::create_dir_all(&work)?;
         let tree = mlx_harness::trees::target_tree(t, &work)?;
         let empty = work.join("empty-series");
         std::fs::create_dir_all(&empty)?;
-        build_dir = crate::rebase::upstream_root(&work);
+        build_dir = crate::rebase::dirs::upstream_root(&work);
         cmd.var(mlx_patched::vars::MLX_SOURCE_DIR, &tree.dir)
             .var(mlx_patched::vars::MLX_PATCHED_SERIES_DIR, &empty);
     }

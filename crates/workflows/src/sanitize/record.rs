@@ -36,7 +36,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "df9d813aefa3d2b8b39c9d2230edca6880fc1f3ba5df889a77efc47410aa6212";
+    "ab24224857ec3443c6efd27fe698576720e28334d10b2bee1efeaab44659e752";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a

@@ -13,14 +13,14 @@ use mlx_harness::error::{anyhow, Context};
 use mlx_harness::process::Ran;
 use mlx_harness::paths::workspace_root;
 use mlx_harness::error::Result;
-use mlx_harness::tally::Tally;
-use mlx_expectations::report::Row;
-use mlx_expectations::Cell;
 use mlx_patched::CommandVars;
-use mlx_patched::{pin, Expect, Variant};
+use mlx_patched::{pin, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub mod judge;
+use judge::{Evidence, Expected, Mypy, State, Tags};
 
 /// Each installed distribution's normalized name and version.
 pub fn installed(python: &Path) -> Result<BTreeMap<String, String>> {
@@ -132,28 +132,6 @@ pub fn libmlx_in_wheel(python: &Path, wheel: &Path) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// What one installed state must be: the versions pip records, the
-/// library the interpreter loads, and the report's verdict.
-#[derive(Clone)]
-pub struct Expected {
-    pub what: String,
-    pub version: String,
-    /// The sha256 of the libmlx that must be loaded.
-    pub libmlx: String,
-    pub verdict: Expect,
-}
-
-/// One installed state as found.
-pub struct State {
-    pub want: Expected,
-    /// `mlx` and `mlx-cpu`'s recorded versions.
-    pub versions: Vec<Option<String>>,
-    /// The libmlx loaded (path, sha256), or why none was.
-    pub loaded: Result<(String, String)>,
-    /// The report's script: whole MiB retained per cycle.
-    pub mib: Vec<i64>,
-}
-
 fn state(python: &Path, want: Expected) -> Result<State> {
     let have = installed(python)?;
     let versions = ["mlx", "mlx-cpu"]
@@ -198,44 +176,6 @@ fn pip(python: &Path, args: &[String]) -> Result<()> {
 
 fn files(w: &[PathBuf]) -> Vec<String> {
     w.iter().map(|p| p.display().to_string()).collect()
-}
-
-/// Everything the install paths ran: plain data for [`judge`] and
-/// [`render`].
-#[derive(Default)]
-pub struct Evidence {
-    /// Each installed state, in the order the paths reached them.
-    pub states: Vec<State>,
-    /// Each `pip uninstall -y mlx mlx-cpu`: what had been installed, and
-    /// the files and (empty) folders left.
-    pub uninstalls: Vec<(String, Vec<String>, Vec<String>)>,
-    /// Why the paths with upstream's wheels did not run, if they did not.
-    pub skipped: Option<String>,
-    /// mypy against the stubs: on the report's script, and on a `str`
-    /// assigned from `mx.sum`.
-    pub mypy: Option<Mypy>,
-    /// The wheels packed twice: (file, sha256 first, sha256 second).
-    pub packed_twice: Vec<(String, String, String)>,
-    /// auditwheel's reading of each repaired wheel (Linux).
-    pub tags: Vec<Tags>,
-}
-
-pub struct Mypy {
-    pub version: String,
-    pub report: (bool, String),
-    pub ill_typed: (bool, String),
-}
-
-pub struct Tags {
-    pub name: String,
-    /// The front end (which needs libmlx from the library wheel).
-    pub frontend: bool,
-    pub ran: Ran,
-    /// The tag auditwheel finds: the symbol versions' for the front end,
-    /// the overall one for the library.
-    pub found: String,
-    pub outside: Vec<String>,
-    pub size: u64,
 }
 
 /// Runs every path and reads the wheels, judging nothing.
@@ -487,242 +427,5 @@ fn platform_tags(wheels: &Wheels) -> Result<Vec<Tags>> {
     Ok(tags)
 }
 
-/// The claims: each state is the build it must be and leaks as its
-/// verdict says; an uninstall leaves no file; mypy reads the stubs; the
-/// wheels pack to the same bytes; each wheel's name carries the tag
-/// auditwheel finds. For the library wheel that is its overall tag. The
-/// front end's binaries need libmlx, which only the library wheel
-/// provides, so its overall tag stays `linux_*` (upstream's front end
-/// reads the same): its symbol versions' tag must be the name's, and
-/// libmlx its only outside library.
-pub fn judge(e: &Evidence, t: &mut Tally) {
-    for s in &e.states {
-        let want = &s.want;
-        t.claim(
-            s.versions
-                .iter()
-                .all(|v| v.as_deref() == Some(want.version.as_str())),
-            || {
-                format!(
-                    "{}: mlx and mlx-cpu are {:?}, expected {} for both",
-                    want.what, s.versions, want.version
-                )
-            },
-        );
-        t.claim(
-            s.loaded.as_ref().is_ok_and(|(_, sha)| *sha == want.libmlx),
-            || {
-                let have = match &s.loaded {
-                    Ok((path, sha)) => format!("{path} ({})", &sha[..16.min(sha.len())]),
-                    Err(why) => format!("none ({why:#})"),
-                };
-                format!(
-                    "{}: the loaded libmlx is {have}, expected the bytes {}",
-                    want.what,
-                    &want.libmlx[..16.min(want.libmlx.len())]
-                )
-            },
-        );
-        let bound = Cell::REPORT.bound(want.verdict);
-        t.claim(
-            s.mib.len() == 10 && s.mib.iter().all(|&m| bound.admits_mib(m)),
-            || format!("{}, expected {bound} every cycle", state_line(s)),
-        );
-    }
-    for (what, files, _) in &e.uninstalls {
-        t.claim(files.is_empty(), || {
-            format!("{what}, then `pip uninstall -y mlx mlx-cpu`: left {files:?}")
-        });
-    }
-    match &e.mypy {
-        Some(m) => {
-            t.claim(m.report.0, || format!("{}\n{}", mypy_line(m), m.report.1));
-            let (ok, said) = &m.ill_typed;
-            t.claim(
-                !ok && said.contains("Incompatible types in assignment")
-                    && said.contains("\"array\""),
-                || format!("mypy did not see mx.sum's type through the stubs:\n{said}"),
-            );
-        }
-        None => t.claim(false, || "mypy did not run against the stubs".into()),
-    }
-    for (name, a, b) in &e.packed_twice {
-        t.claim(a == b, || packed_line(name, a, b));
-    }
-    for w in &e.tags {
-        let allowed: &[&str] = if w.frontend { &["libmlx.so"] } else { &[] };
-        t.claim(
-            w.ran.success
-                && w.found.starts_with("manylinux")
-                && w.name.ends_with(&format!("-{}.whl", w.found))
-                && w.outside.iter().all(|l| allowed.contains(&l.as_str())),
-            || format!("{} ({}): {}", tags_line(w), w.ran.status, w.ran.stderr),
-        );
-    }
-}
-
-/// The rows, in the order the paths ran.
-pub fn render(e: &Evidence) -> Vec<Row> {
-    let mut rows: Vec<Row> = e
-        .states
-        .iter()
-        .map(|s| Row::note(format!("Python install paths: {}", state_line(s))))
-        .collect();
-    if let Some(why) = &e.skipped {
-        rows.push(Row::note(format!(
-            "the paths between upstream's wheels and the fork's: skipped: {why}"
-        )));
-    }
-    if let Some(m) = &e.mypy {
-        rows.push(Row::note(mypy_line(m)));
-    }
-    for (name, a, b) in &e.packed_twice {
-        rows.push(Row::note(packed_line(name, a, b)));
-    }
-    for w in &e.tags {
-        rows.push(Row::note(tags_line(w)));
-    }
-    rows
-}
-
-fn state_line(s: &State) -> String {
-    format!("{}: report.py prints {:?} MiB retained", s.want.what, s.mib)
-}
-
-fn mypy_line(m: &Mypy) -> String {
-    format!(
-        "mypy on report.py against mlx {}: {}",
-        m.version,
-        m.report.1.lines().last().unwrap_or("")
-    )
-}
-
-fn packed_line(name: &str, a: &str, b: &str) -> String {
-    format!(
-        "{name} packed twice: sha256 {} then {}",
-        &a[..16.min(a.len())],
-        &b[..16.min(b.len())]
-    )
-}
-
-fn tags_line(w: &Tags) -> String {
-    format!(
-        "{}: {:.1} MiB; auditwheel show: {} tag {:?}, outside libraries {:?}",
-        w.name,
-        w.size as f64 / 1048576.0,
-        if w.frontend {
-            "symbol versions"
-        } else {
-            "overall"
-        },
-        w.found,
-        w.outside
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn state(what: &str, version: &str, verdict: Expect, mib: i64) -> State {
-        State {
-            want: Expected {
-                what: what.into(),
-                version: version.into(),
-                libmlx: "f".repeat(64),
-                verdict,
-            },
-            versions: vec![Some(version.into()); 2],
-            loaded: Ok(("/venv/mlx/lib/libmlx.so".into(), "f".repeat(64))),
-            mib: vec![mib; 10],
-        }
-    }
-
-    fn good() -> Evidence {
-        let ran = Ran {
-            success: true,
-            status: "exit status: 0".into(),
-            ..Ran::default()
-        };
-        Evidence {
-            states: vec![
-                state("the fork alone", "0.32.2+fork.1", Expect::Fixed, 0),
-                state("upstream alone", "0.32.2", Expect::Leaks, 24),
-            ],
-            uninstalls: vec![("the fork alone".into(), vec![], vec!["mlx/include".into()])],
-            skipped: None,
-            mypy: Some(Mypy {
-                version: "0.32.2+fork.1".into(),
-                report: (true, "Success: no issues found in 1 source file".into()),
-                ill_typed: (false, "error: Incompatible types in assignment (expression has type \"array\", variable has type \"str\")".into()),
-            }),
-            packed_twice: vec![("mlx.whl".into(), "a".repeat(64), "a".repeat(64))],
-            tags: vec![
-                Tags {
-                    name: "mlx-0.32.2-cp311-cp311-manylinux_2_35_x86_64.whl".into(),
-                    frontend: true,
-                    ran: ran.clone(),
-                    found: "manylinux_2_35_x86_64".into(),
-                    outside: vec!["libmlx.so".into()],
-                    size: 1 << 20,
-                },
-            ],
-        }
-    }
-
-    fn failures(e: &Evidence) -> Vec<String> {
-        let mut t = Tally::new();
-        judge(e, &mut t);
-        t.failures
-    }
-
-    #[test]
-    fn the_paths_as_measured_pass() {
-        let mut t = Tally::new();
-        judge(&good(), &mut t);
-        assert_eq!(t.failures, Vec::<String>::new());
-        assert_eq!(t.passed, 2 * 3 + 1 + 2 + 1 + 1);
-    }
-
-    #[test]
-    fn a_state_must_be_its_build_and_leak_as_its_verdict_says() {
-        let mut e = good();
-        e.states[0].versions[1] = Some("0.32.2".into());
-        e.states[0].loaded = Err(mlx_harness::error::anyhow!("no libmlx loaded"));
-        e.states[1].mib = vec![0; 10];
-        let f = failures(&e);
-        assert_eq!(f.len(), 3, "{f:?}");
-        assert!(f[1].contains("none (no libmlx loaded)"), "{f:?}");
-    }
-
-    #[test]
-    fn a_file_left_after_uninstall_fails_and_an_empty_folder_does_not() {
-        let mut e = good();
-        assert!(failures(&e).is_empty());
-        e.uninstalls[0].1.push("mlx/core.so".into());
-        assert_eq!(failures(&e).len(), 1);
-    }
-
-    #[test]
-    fn mypy_must_read_the_stubs_and_the_wheels_their_tags() {
-        let mut e = good();
-        e.mypy.as_mut().unwrap().ill_typed =
-            (false, "error: Module has no attribute \"sum\"".into());
-        e.packed_twice[0].2 = "b".repeat(64);
-        e.tags[0].outside.push("libgfortran.so.5".into());
-        assert_eq!(failures(&e).len(), 3);
-        e.mypy = None;
-        assert!(failures(&e).contains(&"mypy did not run against the stubs".to_string()));
-    }
-
-    #[test]
-    fn a_skipped_path_is_a_row_and_the_rows_keep_their_order() {
-        let mut e = good();
-        e.skipped = Some("no index".into());
-        let rows: Vec<String> = render(&e).iter().map(|r| r.to_string()).collect();
-        assert_eq!(rows.len(), 2 + 1 + 1 + 1 + 1, "{rows:#?}");
-        assert!(rows[0].contains("Python install paths: the fork alone"));
-        assert!(rows[2].contains("skipped: no index"));
-        assert!(rows[3].contains("mypy on report.py"));
-    }
-}
+mod tests;

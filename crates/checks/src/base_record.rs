@@ -6,6 +6,9 @@
 //! sanitizer records are held: collect (the inputs now, the record), then a
 //! pure judge.
 
+use mlx_expectations::report::Row;
+use mlx_harness::check::{outcome, Check};
+use mlx_patched::Expectations;
 use mlx_harness::paths::workspace_root;
 use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::tally::Tally;
@@ -176,9 +179,46 @@ fn collect() -> Result<Vec<Evidence>> {
     Ok(out)
 }
 
+
+/// The recorded runs of the bases CI does not run.
+pub struct BaseRecords;
+
+impl Check for BaseRecords {
+    type Evidence = Vec<Evidence>;
+
+    fn collect(&self, _: &Expectations) -> Result<Vec<Evidence>> {
+        collect()
+    }
+
+    fn judge(&self, evidence: &Vec<Evidence>, _: &Expectations) -> Tally {
+        judge(evidence)
+    }
+
+    fn render(&self, evidence: &Vec<Evidence>) -> Vec<Row> {
+        evidence
+            .iter()
+            .map(|e| {
+                Row::note(format!(
+                    "recorded run on MLX {}: {}",
+                    e.base,
+                    match &e.recorded {
+                        Some(r) => format!(
+                            "{} passed, {} failed, inputs {}",
+                            r.passed,
+                            r.failed.len(),
+                            r.fingerprint
+                        ),
+                        None => "none".to_string(),
+                    }
+                ))
+            })
+            .collect()
+    }
+}
+
 /// `tests/base_records.rs`: each other base's recorded run belongs to this
 /// tree. Run on the default base only (on another, the run is the record).
-pub fn check_records() -> Result<Tally> {
+pub fn check_records(rows: &mut Vec<Row>) -> Result<Tally> {
     let opts = mlx_harness::config::options()?;
     if !opts.base.is_default() || opts.patches_dir != mlx_patched::patch::series_dir() {
         println!(
@@ -186,23 +226,7 @@ pub fn check_records() -> Result<Tally> {
         );
         return Ok(Tally::new());
     }
-    let evidence = collect()?;
-    for e in &evidence {
-        println!(
-            "recorded run on MLX {}: {}",
-            e.base,
-            match &e.recorded {
-                Some(r) => format!(
-                    "{} passed, {} failed, inputs {}",
-                    r.passed,
-                    r.failed.len(),
-                    r.fingerprint
-                ),
-                None => "none".to_string(),
-            }
-        );
-    }
-    Ok(judge(&evidence))
+    outcome(&BaseRecords, rows)
 }
 
 /// For `cargo xtask test --record`: refuses the default base (CI runs it)

@@ -106,7 +106,7 @@ registry! {
     base_records {
         command: None,
         about: "The other bases' recorded runs belong to this tree",
-        run: |_| mlx_checks::base_record::check_records(),
+        run: mlx_checks::base_record::check_records,
         claim: "Each base CI does not run (0.32.4) has a recorded run of the whole suite, `docs/bases/v<release>.json` with its report, that was made for the inputs of this tree (the base's row, its series' bytes, each variant's build inputs and verdict, the run version) and passed with nothing failed; the judge is shown rejecting a missing, stale, foreign and red record on made-up records (`base_record` unit tests).",
     }
     mlx_built_once {

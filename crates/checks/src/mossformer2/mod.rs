@@ -9,13 +9,18 @@
 //! the port is `cargo xtask real-model --cells rust-pristine,rust-patched`:
 //! the real model leaks too seldom for a few cycles here to show it.
 
+pub mod judge;
+
+use judge::{Comparison, Evidence, SecondShape};
+use mlx_harness::check::{outcome, Check};
+use mlx_patched::Expectations;
 use crate::mlx_rs::project::{fetch_once, prefix_of, sys_env, without_network};
 use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::{target_dir, workspace_root};
 use mlx_harness::tally::Tally;
 use mlx_expectations::report::Row;
-use mlx_patched::{CommandVars, Expect, Variant};
+use mlx_patched::{CommandVars, Variant};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,15 +81,6 @@ fn port_tests(variant: Variant) -> Result<mlx_harness::process::Ran> {
     Ok(mlx_harness::process::Ran::from(&out))
 }
 
-/// One comparison: what mlx-audio wrote, and what the port said of it.
-pub struct Comparison {
-    pub variant: Variant,
-    pub frames: u32,
-    pub slices: bool,
-    pub equal: bool,
-    pub said: String,
-}
-
 /// mlx-audio's model (the fork's wheel of `variant`) writes its weights, an
 /// input and its mask; the port, linked to the same MLX, runs the same
 /// weights on the same input and compares its mask bit for bit.
@@ -126,13 +122,6 @@ pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Resu
     Ok(Comparison { variant, frames, slices, equal, said })
 }
 
-/// Active memory with one compiled shape and with two, and the weights.
-struct SecondShape {
-    one: i64,
-    two: i64,
-    weights: i64,
-}
-
 /// One cycle of the port with a checkpoint, calling it at 8 frames and
 /// then at 300; `lazy`: the weights are not evaluated before the first call.
 fn second_shape(bins: &Path, weights: &Path, lazy: bool) -> Result<SecondShape> {
@@ -149,7 +138,7 @@ fn second_shape(bins: &Path, weights: &Path, lazy: bool) -> Result<SecondShape> 
     let line = text.lines().next().ok_or_else(|| anyhow!("mossformer2-cycles printed nothing"))?;
     let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("a record of mossformer2-cycles: {line}"))?;
     let field = |k: &str| v[k].as_i64().ok_or_else(|| anyhow!("no {k} in {line}"));
-    Ok(SecondShape { one: field("live_one")?, two: field("live_two")?, weights: field("weights")? })
+    Ok(SecondShape { variant: Variant::PATCHED, lazy, one: field("live_one")?, two: field("live_two")?, weights: field("weights")? })
 }
 
 /// Cycles of the port's experiment binary in one process.
@@ -170,92 +159,77 @@ fn cycles(bins: &Path, n: u32) -> Result<Vec<i64>> {
         .collect()
 }
 
-/// The check: bit equality on both variants and the port's tests on
-/// patched; a few cycles' figures on each.
+/// The port against mlx-audio on both variants.
+pub struct Mossformer2;
+
+impl Check for Mossformer2 {
+    type Evidence = Evidence;
+
+    fn collect(&self, _: &Expectations) -> Result<Evidence> {
+        mlx_patched::system::cpu_compile_works()?;
+        mlx_harness::deps::install_debian(&["libportaudio2"])?;
+        // Each variant's binaries, built once for every step below.
+        let built: Vec<(Variant, PathBuf)> = [Variant::PRISTINE, Variant::PATCHED]
+            .into_iter()
+            .map(|v| build(v, Profile::Dev).map(|bins| (v, bins)))
+            .collect::<Result<_>>()?;
+        let mut e = Evidence::default();
+        for &(variant, ref bins) in &built {
+            for (frames, slices) in [(8, false), (300, false), (300, true)] {
+                let c = compare(variant, bins, frames, slices)?;
+                println!(
+                    "mossformer2 {} {frames} frames{}: {}",
+                    variant.name,
+                    if slices { ", slices" } else { "" },
+                    c.said
+                );
+                e.compared.push(c);
+            }
+        }
+        // The second compiled shape, over the weights the comparison wrote.
+        let weights = target_dir()?
+            .join("mossformer2/compare")
+            .join(format!("{}-8", Variant::PATCHED.name))
+            .join("weights.safetensors");
+        for &(variant, ref bins) in &built {
+            for lazy in [false, true] {
+                let s = SecondShape { variant, ..second_shape(bins, &weights, lazy)? };
+                println!(
+                    "mossformer2 {} second shape, weights {}: one {} B, two {} B",
+                    variant.name,
+                    if lazy { "loaded lazily" } else { "evaluated first" },
+                    s.one,
+                    s.two
+                );
+                e.shapes.push(s);
+            }
+        }
+        e.tests = port_tests(Variant::PATCHED)?;
+        for &(variant, ref bins) in &built {
+            let kept = cycles(bins, 3)?;
+            println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
+            e.cycles.push((variant, kept));
+        }
+        Ok(e)
+    }
+
+    fn judge(&self, e: &Evidence, _: &Expectations) -> Tally {
+        judge::judge(e)
+    }
+
+    fn render(&self, e: &Evidence) -> Vec<Row> {
+        judge::render(e)
+    }
+}
+
+/// The check as the suite and `cargo xtask mossformer2-check` run it: on a
+/// base no mlx-c compiles against, the port does not run (the mlx-rs check
+/// claims that the drop-in refuses it).
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     let base = mlx_harness::config::options()?.base;
     if base.mlxc.is_none() {
-        // mlx-rs needs mlx-c, and none compiles against this base: the
-        // mlx-rs check claims that the drop-in refuses it.
         println!("mossformer2: no mlx-c compiles against MLX {}; the port runs on the default base only", base.version);
         return Ok(Tally::new());
     }
-    mlx_patched::system::cpu_compile_works()?;
-    mlx_harness::deps::install_debian(&["libportaudio2"])?;
-    let mut t = Tally::new();
-    // Each variant's binaries, built once for every step below.
-    let built: Vec<(Variant, PathBuf)> = [Variant::PRISTINE, Variant::PATCHED]
-        .into_iter()
-        .map(|v| build(v, Profile::Dev).map(|bins| (v, bins)))
-        .collect::<Result<_>>()?;
-    for &(variant, ref bins) in &built {
-        for (frames, slices) in [(8, false), (300, false), (300, true)] {
-            let c = compare(variant, bins, frames, slices)?;
-            println!(
-                "mossformer2 {} {frames} frames{}: {}",
-                variant.name,
-                if slices { ", slices" } else { "" },
-                c.said
-            );
-            rows.push(Row::note(format!(
-                "MossFormer2_SE, Rust port against mlx-audio on {} ({frames} frames{}): {}",
-                variant.name,
-                if slices { ", slices" } else { "" },
-                if c.equal { "bit-equal" } else { "different" }
-            )));
-            t.check(c.equal, || {
-                format!("{}: the port's mask differs from mlx-audio's ({frames} frames, slices {slices}): {}", variant.name, c.said)
-            });
-        }
-    }
-    // The second compiled shape. With the weights evaluated before the
-    // first call, another shape must cost under 5% of them on both
-    // variants. Loaded lazily and not evaluated first, each shape read and
-    // kept a copy of its own (finding 014): the control must still show
-    // that copy (over 90% of the weights), and patched (`0014`) must not
-    // (under 5%).
-    let weights = target_dir()?
-        .join("mossformer2/compare")
-        .join(format!("{}-8", Variant::PATCHED.name))
-        .join("weights.safetensors");
-    for &(variant, ref bins) in &built {
-        for lazy in [false, true] {
-            let s = second_shape(bins, &weights, lazy)?;
-            let added = s.two - s.one;
-            let share = added as f64 / s.weights as f64;
-            let how = if lazy { "loaded lazily" } else { "evaluated first" };
-            println!(
-                "mossformer2 {} second shape, weights {how}: one {} B, two {} B, added {:.1}% of the weights",
-                variant.name, s.one, s.two, 100.0 * share
-            );
-            rows.push(Row::note(format!(
-                "MossFormer2_SE through mlx-rs on {}, weights {how}: a second compiled shape adds {:.1}% of the weights",
-                variant.name,
-                100.0 * share
-            )));
-            if lazy && variant.expect == Expect::Leaks {
-                t.check(share > 0.9, || {
-                    format!("{}: a second shape over lazily loaded weights added only {added} bytes of {}: the check cannot see finding 014's copy", variant.name, s.weights)
-                });
-            } else {
-                t.check(share < 0.05, || {
-                    format!("{}: a second shape with the weights {how} added {added} bytes of {}", variant.name, s.weights)
-                });
-            }
-        }
-    }
-    let tests = port_tests(Variant::PATCHED)?;
-    t.check(tests.success, || format!("crates/mossformer2's tests failed on patched:\n{}\n{}", tests.stdout, tests.stderr));
-    // A few cycles on each, as a figure, not a claim: the real model leaks
-    // in about 1 cycle in 140 on the control, so three cycles cannot show
-    // it; the claim is the experiment's (`cargo xtask real-model`).
-    for &(variant, ref bins) in &built {
-        let kept = cycles(bins, 3)?;
-        println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
-        rows.push(Row::note(format!(
-            "MossFormer2_SE, Rust port on {}: bytes kept in 3 cycles {kept:?}",
-            variant.name
-        )));
-    }
-    Ok(t)
+    outcome(&Mossformer2, rows)
 }

@@ -1,7 +1,7 @@
 //! A base's recorded run: the whole suite on a base other than the default
 //! (`cargo xtask test --base 0.32.4 --record`), kept as
 //! `docs/bases/v<release>.json` (the result as data) and `.md` (the
-//! report). CI runs the default base only; `tests/base_records.rs` holds
+//! report). CI runs the default base only; the `base_records` slow check holds
 //! each other base's record to the inputs of the tree it tests, as the
 //! sanitizer records are held: collect (the inputs now, the record), then a
 //! pure judge.
@@ -105,7 +105,7 @@ pub fn report_md(recorded: &Recorded, table: &str, summary: &str) -> String {
         format!("# The suite on MLX {base}"),
         String::new(),
         format!("`cargo xtask test --base {base} --record` wrote this page and `v{base}.json` beside it."),
-        "CI runs the default base; `tests/base_records.rs` fails when this record no longer".into(),
+        "CI runs the default base; the `base_records` slow check fails when this record no longer".into(),
         format!(
             "belongs to the tree (inputs `{}`: the base's row, its series, each variant's",
             recorded.fingerprint
@@ -216,7 +216,7 @@ impl Check for BaseRecords {
     }
 }
 
-/// `tests/base_records.rs`: each other base's recorded run belongs to this
+/// The `base_records` slow check: each other base's recorded run belongs to this
 /// tree. Run on the default base only (on another, the run is the record).
 pub fn check_records(rows: &mut Vec<Row>) -> Result<Tally> {
     let opts = mlx_harness::config::options()?;

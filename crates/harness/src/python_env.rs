@@ -1,6 +1,6 @@
 //! The fork's Python environments: MLX's bindings built per variant,
 //! wheels, virtual environments, and the report's script. The checks of
-//! `python`, `install_paths` and `mlx_lm` build on these.
+//! The checks (`python`, `pip_installs`, `mlx_lm`, …) build on these.
 //!
 //! * `cargo xtask python <variant>`: MLX's Python bindings built from the
 //!   variant's tree against its library, packaged as a wheel and installed

@@ -300,7 +300,7 @@ fn differential(budget: Budget) -> Result<()> {
     Ok(())
 }
 
-/// The differential over the slice of this run (`tests/fuzz_differential.rs`):
+/// The differential over the slice of this run (the `fuzz_differential` slow check):
 /// one claim, failed with the programs that differ.
 pub fn check_differential(report: &std::path::Path) -> mlx_harness::tally::Tally {
     let mut t = mlx_harness::tally::Tally::new();

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// (`patches/v<version>/`) is staged in its place; a fix that no longer
 /// applies there is listed, not staged: whether upstream still needs it is
 /// `rebase`'s verdict.
-/// The series stays ready for upstream (`tests/upstream_pr.rs`): each fix
+/// The series stays ready for upstream (the `upstream_pr` slow check): each fix
 /// applies alone with `git am` onto a clean tree of the pin, staged for
 /// review. An empty series (a rebase onto a fixed upstream) has nothing to
 /// send: no claim.

@@ -251,7 +251,7 @@ pub fn write(sanitizer: Sanitizer, base: &Base, recorded: &Recorded, markdown: &
     Ok(())
 }
 
-/// CI's check of the recorded runs (`tests/sanitizer_records.rs`): the
+/// CI's check of the recorded runs (the `sanitizer_records` slow check): the
 /// sanitizer runs are too long for CI, so each base's recorded runs must
 /// exist, belong to this tree, series and probes, and have every
 /// expectation held. A rebase's trial tree or series has no record: not

@@ -15,6 +15,7 @@
 //!    `DEP_MLX_INCLUDE` (a path list: MLX's headers and mlx-c's),
 //!    `DEP_MLX_DEFINES` and `DEP_MLX_VERSION`.
 
+use mlx_patched::plan::Linkage;
 use mlx_patched::{Artifacts, Env, Error, Options, StaticLink, Variant};
 use std::path::{Path, PathBuf};
 
@@ -40,7 +41,11 @@ fn main() -> Result<(), Error> {
         &mlx,
         &mlxc_build_dir(&env, &out_dir, &mlxc_src, &mlx),
     )?;
-    build_shims(&mlxc_src, &mlx, &env)?;
+    let plan = mlx.plan();
+    if plan.half_accessors {
+        build_shims(&mlxc_src, &mlx)?;
+    }
+    println!("cargo:rerun-if-changed=shims");
     generate_bindings(&mlxc_src, &out_dir)?;
 
     // mlx-c before the MLX it calls: a static archive, and with
@@ -57,38 +62,25 @@ fn main() -> Result<(), Error> {
         }
         Link::Dynamic => mlx.print_dynamic_link(),
     }
-    let apple = env.target_cfg("target_vendor").as_deref() == Some("apple");
-    println!(
-        "cargo:rustc-link-lib=dylib={}",
-        if apple { "c++" } else { "stdc++" }
-    );
+    println!("cargo:rustc-link-lib=dylib={}", plan.cxx_runtime);
 
-    // What the published crate tells its dependents. `include`: the folders
-    // that hold `mlx/*.h` and `mlx/c/*.h`, as a path list. `defines`: what a
-    // dependent compiling against those headers must define. The published
-    // crate says `MLX_STATIC` for its static MLX, and so does this one when
-    // it links statically; with a shared prefix there is nothing to define.
-    let include = std::env::join_paths([mlx.include_dir().to_path_buf(), mlxc_src.clone()])
-        .map_err(|e| {
-            Error::new(format!(
-                "an include folder holds the path-list separator: {e}"
-            ))
-        })?;
-    println!("cargo:include={}", include.to_string_lossy());
-    println!(
-        "cargo:defines={}",
-        if matches!(link, Link::Static(_)) {
-            "MLX_STATIC"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "cargo:version={}",
-        mlx_patched::version_of(mlx.include_dir())?
-    );
-    // This fork's own: where the library is, and which build.
-    mlx.print_fork_metadata();
+    // What dependents read as DEP_MLX_*: the published crate's keys, then
+    // the fork's (mlx_patched::plan::dep_metadata says which and why).
+    let version = mlx_patched::version_of(mlx.include_dir())?;
+    let exported = mlx_patched::plan::Exported {
+        linkage: match link {
+            Link::Static(_) => Linkage::Static,
+            Link::Dynamic => Linkage::Dynamic,
+        },
+        prefix: mlx.prefix(),
+        mlxc_include: &mlxc_src,
+        version: &version,
+        variant: mlx.name(),
+        metallib: plan.metallib.as_deref(),
+    };
+    for (key, value) in mlx_patched::plan::dep_metadata(&exported)? {
+        println!("cargo:{key}={value}");
+    }
     Ok(())
 }
 
@@ -125,9 +117,7 @@ fn linked_mlx(
         if !env.cargo_feature("accelerate") {
             println!("cargo:warning=mlx-sys: the `accelerate` feature is ignored: MLX's CMake uses Accelerate whenever it finds it on macOS");
         }
-        if env.cargo_feature("metal-jit") {
-            opts.extra_cmake_args.push("-DMLX_METAL_JIT=ON".into());
-        }
+        opts.host.metal_jit = env.cargo_feature("metal-jit");
     }
     let mlx = mlx_patched::build(Variant::PATCHED, &opts)?;
     let link = mlx.static_link(env)?;
@@ -162,7 +152,18 @@ fn build_mlxc(src: &Path, mlx: &Artifacts, dir: &Path) -> Result<PathBuf, Error>
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::new(format!("cannot create {}: {e}", dir.display())))?;
     let _lock = mlx_patched::lock_file(&dir.join("lock"))?;
-    let compat = Path::new(env!("CARGO_MANIFEST_DIR")).join("shims/std_format.h");
+    // The header is force-included from inside the shared folder, not from
+    // this crate's: a checkout at another path (a git dependency's, under
+    // Cargo's home) must not change mlx-c's flags and recompile it. Copied
+    // only when its bytes change, so that its mtime means a change.
+    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("shims/std_format.h");
+    let bytes = std::fs::read(&shim)
+        .map_err(|e| Error::new(format!("cannot read {}: {e}", shim.display())))?;
+    let compat = dir.join("std_format.h");
+    if std::fs::read(&compat).ok().as_deref() != Some(&bytes[..]) {
+        std::fs::write(&compat, &bytes)
+            .map_err(|e| Error::new(format!("cannot write {}: {e}", compat.display())))?;
+    }
     let mut config = cmake::Config::new(src);
     // The flags are CMake's Release flags and ours, not the ones the `cc`
     // crate derives, which vary with the version that a project's lock file
@@ -200,22 +201,18 @@ fn build_mlxc(src: &Path, mlx: &Artifacts, dir: &Path) -> Result<PathBuf, Error>
 
 /// What mlx-rs needs that mlx-c leaves out off ARM: the float16/bfloat16
 /// accessors. (`mach_approximate_time`, needed off Apple, is Rust: src/lib.rs.)
-fn build_shims(mlxc_src: &Path, mlx: &Artifacts, env: &Env) -> Result<(), Error> {
-    println!("cargo:rerun-if-changed=shims");
-    if env.target_cfg("target_arch").as_deref() != Some("aarch64") {
-        cc::Build::new()
-            .cpp(true)
-            .std("c++20")
-            .include(mlxc_src)
-            .include(mlx.include_dir())
-            // MLX's and mlx-c's headers trip these; the shim itself is clean.
-            .flag_if_supported("-Wno-unused-parameter")
-            .flag_if_supported("-Wno-unused-variable")
-            .file("shims/half_accessors.cpp")
-            .try_compile("mlx_sys_half_accessors")
-            .map_err(|e| Error::new(format!("cannot compile shims/half_accessors.cpp: {e}")))?;
-    }
-    Ok(())
+fn build_shims(mlxc_src: &Path, mlx: &Artifacts) -> Result<(), Error> {
+    cc::Build::new()
+        .cpp(true)
+        .std("c++20")
+        .include(mlxc_src)
+        .include(mlx.include_dir())
+        // MLX's and mlx-c's headers trip these; the shim itself is clean.
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-unused-variable")
+        .file("shims/half_accessors.cpp")
+        .try_compile("mlx_sys_half_accessors")
+        .map_err(|e| Error::new(format!("cannot compile shims/half_accessors.cpp: {e}")))
 }
 
 /// bindgen over every public header of mlx-c (`mlx/c/*.h`), as the

@@ -7,19 +7,12 @@
 //! archive holds exactly what `libmlx.so` holds, and its dependencies are
 //! the ones MLX's own CMake chose (BLAS, gguflib, the system libraries).
 
+use crate::build::plan::LinkKind;
 use crate::build::Artifacts;
 use crate::{io, lock_file, Error};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// How a library is linked, as Cargo's `rustc-link-lib` spells it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkKind {
-    Static,
-    Dylib,
-    Framework,
-}
 
 /// What a binary needs to contain MLX statically: the archives (libmlx's
 /// own, then the static libraries MLX links), then the shared libraries,
@@ -189,6 +182,23 @@ impl Artifacts {
         fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
         let _lock = lock_file(&variant_dir.join("static.lock"))?;
         let link = link_lines(&libraries, &build, &dir)?;
+        // The link line is MLX's CMake's choice (another distribution may
+        // find another BLAS); the plan says what it is here, and a
+        // difference is said, not fatal.
+        let system: Vec<(LinkKind, String)> = link
+            .libs
+            .iter()
+            .filter(|(k, _)| *k != LinkKind::Static)
+            .cloned()
+            .collect();
+        if let Some(d) = crate::plan::libs_differ(&self.plan.system_libs, &system) {
+            let msg = format!("the build plan of {}: {d}", self.name);
+            if env.is_build_script() {
+                println!("cargo:warning={msg}");
+            } else {
+                eprintln!("{msg}");
+            }
+        }
         let archive = dir.join("libmlx.a");
         let stamp = dir.join("stamp");
         let ar = env.ar();

@@ -238,6 +238,17 @@ impl Env {
         self.read(v)
     }
 
+    /// `CARGO_HOME`, Cargo's home (set by rustup, or by the user): where a
+    /// Metal build keeps `mlx.metallib` for installed binaries.
+    pub fn cargo_home(&self) -> Option<PathBuf> {
+        self.other(other_vars::CARGO_HOME).map(PathBuf::from)
+    }
+
+    /// `HOME`: the user's home, whose `.cargo` is Cargo's default home.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.other(other_vars::HOME).map(PathBuf::from)
+    }
+
     /// `AR`: the archiver for the static `libmlx.a`.
     pub fn ar(&self) -> OsString {
         self.read(AR).unwrap_or_else(|| "ar".into())

@@ -35,10 +35,11 @@ mod source;
 pub mod system;
 pub mod upstream_fixes;
 
-pub use archive::{LinkKind, StaticLink};
+pub use archive::StaticLink;
+pub use build::plan;
 pub use build::{
     build, build_all, build_experiment, build_from, build_inputs, print_rpath_of_dependency,
-    Artifacts, Backend, Options, Sanitizer,
+    Artifacts, Backend, BuildPlan, Host, Layout, LinkKind, Options, Sanitizer,
 };
 pub use env::{
     other_vars, variables_markdown, vars, CommandVars, Env, Variable, OTHER_VARIABLES, VARIABLES,

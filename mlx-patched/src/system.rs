@@ -104,18 +104,22 @@ const LINUX_NEEDS: &[Need] = &[
     },
 ];
 
+/// What the Metal build needs from Homebrew, besides the Xcode command line
+/// tools (the macOS workflow installs exactly these).
+pub const BREW_PACKAGES: &[&str] = &["cmake", "ninja"];
+
 /// Checks what the build needs (with MLX's own tests when `tests`) and
 /// names the exact install command for what is missing.
 pub fn check_system(backend: Backend, tests: bool) -> Result<(), Error> {
     if backend == Backend::Metal {
-        let missing: Vec<&str> = [
-            ("cmake", cmake_is_new_enough()),
-            ("ninja", has_cmd("ninja", "--version")),
-        ]
-        .into_iter()
-        .filter(|(_, ok)| !ok)
-        .map(|(n, _)| n)
-        .collect();
+        let missing: Vec<&str> = BREW_PACKAGES
+            .iter()
+            .copied()
+            .filter(|p| match *p {
+                "cmake" => !cmake_is_new_enough(),
+                other => !has_cmd(other, "--version"),
+            })
+            .collect();
         if !missing.is_empty() {
             return Err(Error::new(format!(
                 "the MLX build needs {} (cmake >= 3.25). Install with:\n    brew install {}\nand the Xcode command line tools (xcode-select --install) for the Metal compiler.",

@@ -4,7 +4,7 @@
 //! not apply, a bad variable.
 
 use mlx_patched::{
-    from_override, patch, recover_upstream, tree_id, verify_tree, Backend, Env, Options, Progress,
+    from_override, patch, recover_upstream, tree_id, verify_tree, Env, Host, Options, Progress,
     VARIANTS,
 };
 use std::fs;
@@ -303,7 +303,7 @@ fn a_build_tells_cargo_about_every_file_it_reads() {
     let opts = Options {
         base: mlx_patched::pin::Base::default_base(),
         root: dir.join("build"),
-        backend: Backend::for_host(false),
+        host: Host::here(false),
         jobs: 1,
         extra_cmake_args: Vec::new(),
         patches_dir: series.clone(),

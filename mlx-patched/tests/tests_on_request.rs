@@ -7,7 +7,7 @@
 //! The tree is a small CMake project shaped like MLX's where it matters:
 //! `MLX_BUILD_TESTS` defaults to ON, and its tests need doctest's folder.
 
-use mlx_patched::{from_override, pin, Backend, Env, Options, Progress, Variant};
+use mlx_patched::{from_override, pin, Env, Host, Options, Progress, Variant};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -81,7 +81,7 @@ fn tests_are_configured_only_on_request_and_then_alone() {
     let mut opts = Options {
         base: mlx_patched::pin::Base::default_base(),
         root: dir.join("build"),
-        backend: Backend::for_host(false),
+        host: Host::here(false),
         jobs: 2,
         extra_cmake_args: Vec::new(),
         patches_dir: series,

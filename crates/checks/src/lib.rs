@@ -3,6 +3,8 @@
 //! The suite's slow-check tests and xtask's `*-check` commands call them.
 
 pub mod base_record;
+pub mod build_plan;
+pub mod git_dependency;
 pub mod mlx_audio;
 pub mod mlx_lm;
 pub mod mlx_rs;

@@ -63,7 +63,7 @@ pub(crate) fn configure_inputs(args: &[String], opts: &Options, tests: bool) -> 
     key.text("cmake", tool_identity("cmake".as_ref()));
     key.text(
         "system",
-        system::dependency_fingerprint(opts.backend, tests),
+        system::dependency_fingerprint(opts.backend(), tests),
     );
     key.finish()
 }
@@ -175,56 +175,10 @@ pub(crate) fn link_cmake_package(prefix: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// CMake arguments for this host, with MLX's tests configured or not; part
-/// of the cache key. MLX's CMake configures its tests unless told not to,
-/// and they need doctest, which a library build must not.
-pub(crate) fn cmake_args(opts: &Options, prefix: &Path, tests: bool) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "-G",
-        "Ninja",
-        "-DCMAKE_BUILD_TYPE=Release",
-        "-DBUILD_SHARED_LIBS=ON",
-        "-DCMAKE_INSTALL_LIBDIR=lib",
-        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-        if tests {
-            "-DMLX_BUILD_TESTS=ON"
-        } else {
-            "-DMLX_BUILD_TESTS=OFF"
-        },
-        "-DMLX_BUILD_EXAMPLES=OFF",
-        "-DMLX_BUILD_BENCHMARKS=OFF",
-        "-DMLX_BUILD_PYTHON_BINDINGS=OFF",
-        "-DMLX_BUILD_GGUF=ON",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("-DCMAKE_INSTALL_PREFIX={}", prefix.display()));
-    match opts.backend {
-        // Offline: every dependency comes from system packages.
-        Backend::Cpu => args.extend(
-            [
-                "-DMLX_BUILD_METAL=OFF",
-                "-DMLX_BUILD_CUDA=OFF",
-                "-DUSE_SYSTEM_FMT=ON",
-                "-DFETCHCONTENT_FULLY_DISCONNECTED=ON",
-            ]
-            .map(String::from),
-        ),
-        // CUDA fetches cuDNN frontend and friends through FetchContent.
-        Backend::Cuda => args.extend(
-            [
-                "-DMLX_BUILD_METAL=OFF",
-                "-DMLX_BUILD_CUDA=ON",
-                "-DUSE_SYSTEM_FMT=ON",
-            ]
-            .map(String::from),
-        ),
-        // Metal needs metal-cpp, which MLX's CMake fetches; Accelerate is found by MLX on macOS.
-        Backend::Metal => {
-            args.extend(["-DMLX_BUILD_METAL=ON", "-DMLX_BUILD_CUDA=OFF"].map(String::from))
-        }
-    }
+/// CMake arguments of a build laid out as `layout`: the plan's for this
+/// host, then a sanitizer's, then the user's. Part of the cache key.
+pub(crate) fn cmake_args(opts: &Options, layout: &super::plan::Layout) -> Vec<String> {
+    let mut args = super::plan::plan(&opts.host, layout).cmake_args;
     if let Some(s) = opts.sanitizer {
         args.extend(s.cmake_args());
     }
@@ -262,48 +216,39 @@ mod tests {
     use crate::Env;
 
     /// What a build script computes for an `aarch64-apple-darwin` target
-    /// while running on Linux: the backend comes from the target's cfg
-    /// (`CARGO_CFG_TARGET_OS=macos`), never the host's, and so do the CMake
-    /// arguments (the link lines' frameworks: `archive`'s test).
+    /// while running on Linux: the host comes from the target's cfg, never
+    /// the build script's own, and the plan's arguments come first, then a
+    /// sanitizer's and the user's (which CMake lets override them).
     #[test]
-    fn a_macos_target_gets_metal_whatever_the_host() {
-        assert_eq!(Backend::for_target(Some("macos"), false), Backend::Metal);
-        assert_eq!(Backend::for_target(Some("linux"), false), Backend::Cpu);
-        assert_eq!(Backend::for_target(Some("macos"), true), Backend::Cuda);
+    fn the_plan_s_arguments_come_first_and_follow_the_target() {
+        use super::super::plan::{plan, Backend, Host, Layout};
+        let host = Host::new("macos", "aarch64", "apple");
+        assert_eq!(host.backend(), Backend::Metal);
         let opts = Options {
             base: crate::pin::Base::default_base(),
             root: PathBuf::from("/nowhere"),
-            backend: Backend::for_target(Some("macos"), false),
+            host: host.clone(),
             jobs: 1,
-            extra_cmake_args: Vec::new(),
+            extra_cmake_args: vec!["-DUSER=1".into()],
             patches_dir: PathBuf::from("/nowhere/patches"),
             env: Env::process(),
             tests: false,
             progress: Progress::Quiet,
-            sanitizer: None,
+            sanitizer: Some(Sanitizer::Thread),
         };
-        let args = cmake_args(&opts, Path::new("/nowhere/prefix"), false);
-        for want in [
-            "-DMLX_BUILD_METAL=ON",
-            "-DMLX_BUILD_CUDA=OFF",
-            "-DBUILD_SHARED_LIBS=ON",
-        ] {
-            assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
-        }
-        // The CPU build's offline switches are not for Metal, whose CMake
-        // fetches metal-cpp.
-        assert!(!args
-            .iter()
-            .any(|a| a.starts_with("-DFETCHCONTENT_FULLY_DISCONNECTED")));
-        let linux = Options {
-            backend: Backend::for_target(Some("linux"), false),
-            ..opts
+        let layout = Layout {
+            prefix: PathBuf::from("/nowhere/prefix"),
+            build: PathBuf::from("/nowhere/build"),
+            tests: false,
+            metallib_dir: None,
         };
-        let args = cmake_args(&linux, Path::new("/nowhere/prefix"), false);
-        assert!(
-            args.iter().any(|a| a == "-DMLX_BUILD_METAL=OFF"),
-            "{args:?}"
-        );
+        let args = cmake_args(&opts, &layout);
+        let planned = plan(&host, &layout).cmake_args;
+        assert!(planned.iter().any(|a| a == "-DMLX_BUILD_METAL=ON"));
+        assert_eq!(args[..planned.len()], planned[..]);
+        let rest = &args[planned.len()..];
+        assert_eq!(rest[0], "-DUSE_TSAN=ON");
+        assert_eq!(rest.last().map(String::as_str), Some("-DUSER=1"));
     }
 
     fn cache_entry(build: &Path, name: &str) -> Option<String> {

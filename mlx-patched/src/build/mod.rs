@@ -1,15 +1,18 @@
-//! The build of a variant: its recipe and cache key (`recipe`), CMake
-//! (`cmake`), the cheap build on a base's build (`on_base`), and the types
-//! a build is asked for and gives (`types`). The entry points are here.
+//! The build of a variant: what it does on each host, as data (`plan`),
+//! its recipe and cache key (`recipe`), CMake (`cmake`), the cheap build
+//! on a base's build (`on_base`), and the types a build is asked for and
+//! gives (`types`). The entry points are here.
 
 mod cmake;
 mod on_base;
+pub mod plan;
 mod recipe;
 mod types;
 
 pub(crate) use cmake::{configure, configure_inputs, run_cmake};
 pub use recipe::build_inputs;
-pub use types::{print_rpath_of_dependency, Artifacts, Backend, Options, Sanitizer};
+pub use plan::{Backend, BuildPlan, Host, Layout, LinkKind};
+pub use types::{print_rpath_of_dependency, Artifacts, Options, Sanitizer};
 
 use crate::progress::Progress;
 use crate::source::Upstream;
@@ -89,10 +92,17 @@ pub(crate) fn build_recipe(
     // Two keys: of the library alone, and of the library with MLX's tests
     // configured, which serves a request for the library too. The second
     // reads doctest's files, so it is computed only where it can matter.
-    let lib_args = configure_args(upstream, opts, &prefix, false)?;
+    let lib_layout = layout(recipe, upstream, opts, &dir, false)?;
+    let lib_args = configure_args(upstream, opts, &lib_layout)?;
     let lib_key = cache_key(recipe, upstream, &lib_args, opts, false)?;
+    // The tests change no output of the library's: its plan serves both.
+    let lib_plan = plan::plan(&opts.host, &lib_layout);
     let with_tests = || -> Result<(Vec<String>, String), Error> {
-        let args = configure_args(upstream, opts, &prefix, true)?;
+        let tested = Layout {
+            tests: true,
+            ..lib_layout.clone()
+        };
+        let args = configure_args(upstream, opts, &tested)?;
         let key = cache_key(recipe, upstream, &args, opts, true)?;
         Ok((args, key))
     };
@@ -120,13 +130,14 @@ pub(crate) fn build_recipe(
             with_tests().ok().filter(|(_, k)| *k == found.key)
         };
         if found.key == lib_key || tested.is_some() {
-            let artifacts = artifacts_in(&dir, recipe, upstream, opts, &found.key, None);
+            let artifacts =
+                artifacts_in(&dir, recipe, upstream, opts, &found.key, None, &lib_plan);
             if !opts.tests || (tested.is_some() && found.tests) {
                 return Ok(artifacts);
             }
             // The library is current; only MLX's tests are missing. Configured
             // in place when they are not yet, they compile alone.
-            check_system(opts.backend, true)?;
+            check_system(opts.backend(), true)?;
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -182,8 +193,8 @@ pub(crate) fn build_recipe(
     } else {
         (lib_args.clone(), lib_key.clone())
     };
-    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None);
-    check_system(opts.backend, tests)?;
+    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, None, &lib_plan);
+    check_system(opts.backend(), tests)?;
     let what = if tests {
         "the library and MLX's tests"
     } else {

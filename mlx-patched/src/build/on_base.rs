@@ -130,7 +130,16 @@ pub(crate) fn build_on_base(
 
     let _lock = lock_file(&dir.join("lock"))?;
     let prefix = dir.join("prefix");
-    let artifacts = artifacts_in(&dir, recipe, upstream, opts, &key, Some(base.name.clone()));
+    // Compiled in the base's build: its metallib too.
+    let artifacts = artifacts_in(
+        &dir,
+        recipe,
+        upstream,
+        opts,
+        &key,
+        Some(base.name.clone()),
+        &base.plan,
+    );
     let stamp_path = dir.join("stamp");
     if read_stamp(&stamp_path).is_some_and(|s| s.key == key) && prefix.join("lib").is_dir() {
         write_tests_script(

@@ -2,6 +2,7 @@
 //! say when a build of it is current.
 
 use super::cmake::*;
+use super::plan::{self, Backend, BuildPlan, Layout};
 use crate::source::Upstream;
 use crate::system::{self};
 use mlx_facts::variants::{Variant, VARIANTS};
@@ -156,23 +157,82 @@ pub(crate) fn cache_key(
     Ok(key.finish())
 }
 
-/// The CMake arguments of a variant installed into `prefix`, with MLX's
-/// tests configured or not: the host's, gguflib's source, and the system
-/// packages that stand in for MLX's downloads.
+/// Where a variant in `dir` puts its outputs, with MLX's tests configured
+/// or not. A Metal build's metallib goes to a folder of the user's named
+/// by [`metallib_key`] (see `plan::metallib_dir`); without one, a warning
+/// says that an installed binary will not find it.
+pub(crate) fn layout(
+    recipe: &Recipe,
+    upstream: &Upstream,
+    opts: &Options,
+    dir: &Path,
+    tests: bool,
+) -> Result<Layout, Error> {
+    // Only a Metal build reads the homes: no rerun trigger elsewhere.
+    let metallib_dir = if opts.backend() == Backend::Metal {
+        let found = plan::metallib_dir(
+            opts.env.cargo_home().as_deref(),
+            opts.env.home().as_deref(),
+            opts.base.version,
+            &metallib_key(recipe, upstream, opts)?,
+        );
+        if found.is_none() && opts.env.is_build_script() {
+            println!("cargo:warning=neither CARGO_HOME nor HOME is an absolute path: mlx.metallib stays in the build folder, and a binary finds it only while that folder exists or beside itself");
+        }
+        found
+    } else {
+        None
+    };
+    Ok(Layout {
+        prefix: dir.join("prefix"),
+        build: dir.join("build"),
+        tests,
+        metallib_dir,
+    })
+}
+
+/// What a metallib is built from: upstream's tree, the patches, and the
+/// options that change its kernels. Not the paths of the build, so that
+/// every build of the same inputs (each `cargo install` in its own
+/// temporary target directory) names the same file.
+pub(crate) fn metallib_key(
+    recipe: &Recipe,
+    upstream: &Upstream,
+    opts: &Options,
+) -> Result<String, Error> {
+    let mut key = Fingerprint::new("metallib 1");
+    key.text("tree", &upstream.tree_id);
+    for (p, only) in &recipe.patches {
+        key.file(p)?.text("only", format!("{only:?}"));
+    }
+    key.text("jit", opts.host.metal_jit)
+        .text("sanitizer", format!("{:?}", opts.sanitizer));
+    for a in &opts.extra_cmake_args {
+        key.text("arg", a);
+    }
+    Ok(key.finish())
+}
+
+/// The CMake arguments of a variant laid out as `layout`: the host's,
+/// gguflib's source, and the system packages that stand in for MLX's
+/// downloads.
 pub(crate) fn configure_args(
     upstream: &Upstream,
     opts: &Options,
-    prefix: &Path,
-    tests: bool,
+    layout: &Layout,
 ) -> Result<Vec<String>, Error> {
-    let mut args = cmake_args(opts, prefix, tests);
+    let mut args = cmake_args(opts, layout);
     // GGUF support compiles gguflib in: from the pinned package, not git.
     let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?;
     args.push(format!(
         "-DFETCHCONTENT_SOURCE_DIR_GGUFLIB={}",
         gguflib.display()
     ));
-    args.extend(system::offline_dep_dirs(&opts.root, opts.backend, tests)?);
+    args.extend(system::offline_dep_dirs(
+        &opts.root,
+        opts.backend(),
+        layout.tests,
+    )?);
     Ok(args)
 }
 
@@ -195,18 +255,14 @@ pub fn build_inputs(
     let gguflib = crate::source::gguflib_source(&opts.env, &upstream.dir)?
         .display()
         .to_string();
-    let args: Vec<String> = configure_args(
-        upstream,
-        opts,
-        &variant_dir(opts, &recipe.name).join("prefix"),
-        true,
-    )?
-    .into_iter()
-    .map(|a| {
-        a.replace(&gguflib, "<gguflib>")
-            .replace(&root, "<build dir>")
-    })
-    .collect();
+    let layout = layout(&recipe, upstream, opts, &variant_dir(opts, &recipe.name), true)?;
+    let args: Vec<String> = configure_args(upstream, opts, &layout)?
+        .into_iter()
+        .map(|a| {
+            a.replace(&gguflib, "<gguflib>")
+                .replace(&root, "<build dir>")
+        })
+        .collect();
     let mut f = Fingerprint::new(&format!("build inputs {BUILD_LOGIC_VERSION}"));
     f.text("variant", &recipe.name).text(
         "base",
@@ -224,11 +280,12 @@ pub(crate) fn artifacts_in(
     opts: &Options,
     key: &str,
     built_on: Option<String>,
+    plan: &BuildPlan,
 ) -> Artifacts {
     let prefix = dir.join("prefix");
     Artifacts {
         name: recipe.name.clone(),
-        backend: opts.backend,
+        plan: plan.clone(),
         include_dir: prefix.join("include"),
         lib_dir: prefix.join("lib"),
         mlx_tests: dir.join("mlx-tests"),
@@ -246,7 +303,7 @@ pub(crate) fn artifacts_in(
 
 pub(crate) fn variant_dir(opts: &Options, name: &str) -> PathBuf {
     let mut dir = name.to_string();
-    if opts.backend == Backend::Cuda {
+    if opts.backend() == Backend::Cuda {
         dir += "-cuda";
     }
     if let Some(s) = opts.sanitizer {

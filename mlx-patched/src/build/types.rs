@@ -1,21 +1,11 @@
 //! What a build is asked for and what it gives: the backend, the
 //! sanitizer, the options, and a finished variant (`Artifacts`).
 
+use super::plan::{self, Backend, BuildPlan, Host, Layout};
 use crate::progress::Progress;
 use crate::source::Origin;
 use crate::{patch, Env, Error};
 use std::path::{Path, PathBuf};
-
-/// Which MLX backend to build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// Linux default: the CPU backend with system BLAS/LAPACK.
-    Cpu,
-    /// macOS default: Metal plus Accelerate.
-    Metal,
-    /// Linux with the `cuda` feature: the CUDA backend (and the CPU one).
-    Cuda,
-}
 
 /// A sanitizer build of the variants, each in `<root>/<variant>-<suffix>`,
 /// with the fork-only patches (the live-descriptor census) applied and on.
@@ -153,36 +143,11 @@ fn coverage_cmake_args() -> Vec<String> {
     args
 }
 
-impl Backend {
-    pub fn for_host(cuda: bool) -> Self {
-        Self::for_target(None, cuda)
-    }
-
-    /// The backend for the target whose `target_os` a build script reads
-    /// (`CARGO_CFG_TARGET_OS`); `None` is the host, for a program that
-    /// builds for where it runs. A cross build from Linux to macOS gets
-    /// Metal, and the reverse gets the CPU backend.
-    pub fn for_target(target_os: Option<&str>, cuda: bool) -> Self {
-        let macos = match target_os {
-            Some(os) => os == "macos",
-            None => cfg!(target_os = "macos"),
-        };
-        if cuda {
-            Backend::Cuda
-        } else if macos {
-            Backend::Metal
-        } else {
-            Backend::Cpu
-        }
-    }
-}
-
 /// What a finished variant provides.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
     /// `patched`, `pristine`, `suggested`, or `experiment-<name>`.
     pub(crate) name: String,
-    pub(crate) backend: Backend,
     /// Install prefix with `include/`, `lib/` and `lib/cmake/MLX`.
     pub(crate) prefix: PathBuf,
     pub(crate) include_dir: PathBuf,
@@ -206,6 +171,9 @@ pub struct Artifacts {
     pub(crate) build_key: String,
     /// True when the stamp matched and nothing was rebuilt.
     pub(crate) cached: bool,
+    /// What the build did on its host (a prefix built elsewhere: what
+    /// linking it takes).
+    pub(crate) plan: BuildPlan,
 }
 
 impl Artifacts {
@@ -214,7 +182,7 @@ impl Artifacts {
         &self.name
     }
     pub fn backend(&self) -> Backend {
-        self.backend
+        self.plan.backend
     }
     pub fn prefix(&self) -> &Path {
         &self.prefix
@@ -252,15 +220,17 @@ impl Artifacts {
     pub fn cached(&self) -> bool {
         self.cached
     }
+    pub fn plan(&self) -> &BuildPlan {
+        &self.plan
+    }
 
     /// An MLX installed by someone else in `prefix` (as `cargo xtask prefix`
     /// prints, or any `cmake --install` of MLX): checked for the headers, the
     /// library and the CMake package, nothing built.
     pub fn from_prefix(prefix: &Path) -> Result<Artifacts, Error> {
         let lib_dir = prefix.join("lib");
-        let lib = if Backend::for_target(Env::process().target_cfg("target_os").as_deref(), false)
-            == Backend::Metal
-        {
+        let host = Host::of_target(&Env::process(), false);
+        let lib = if host.backend() == Backend::Metal {
             "libmlx.dylib"
         } else {
             "libmlx.so"
@@ -281,9 +251,22 @@ impl Artifacts {
                 )));
             }
         }
+        // MLX installs its metallib beside the library.
+        let plan = BuildPlan {
+            metallib: (host.backend() == Backend::Metal).then(|| lib_dir.join("mlx.metallib")),
+            ..plan::plan(
+                &host,
+                &Layout {
+                    prefix: prefix.to_path_buf(),
+                    build: prefix.to_path_buf(),
+                    tests: false,
+                    metallib_dir: None,
+                },
+            )
+        };
         Ok(Artifacts {
+            plan,
             name: format!("the MLX in {}", prefix.display()),
-            backend: Backend::for_host(false),
             prefix: prefix.to_path_buf(),
             include_dir: prefix.join("include"),
             lib_dir,
@@ -357,7 +340,8 @@ pub struct Options {
     pub base: &'static crate::pin::Base,
     /// Holds `upstream/`, `<variant>/src`, `<variant>/build`, `<variant>/prefix`.
     pub root: PathBuf,
-    pub backend: Backend,
+    /// The target built for; its backend is [`Options::backend`].
+    pub host: Host,
     pub jobs: usize,
     pub extra_cmake_args: Vec<String>,
     pub patches_dir: PathBuf,
@@ -397,7 +381,7 @@ impl Options {
         Ok(Options {
             base,
             root,
-            backend: Backend::for_target(env.target_cfg("target_os").as_deref(), cuda),
+            host: Host::of_target(&env, cuda),
             jobs,
             extra_cmake_args,
             patches_dir,
@@ -406,6 +390,10 @@ impl Options {
             progress: Progress::Quiet,
             sanitizer,
         })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.host.backend()
     }
 
     /// The patches applied to upstream's tree, in order, fork-only ones

@@ -280,7 +280,10 @@ pub fn collect() -> Result<Evidence> {
             .var(other_vars::CARGO_HTTP_PROXY, "http://127.0.0.1:9")
             .var(other_vars::CARGO_NET_RETRY, "0"),
     )?;
-    let target = dir.join("target");
+    // The mlx-rs check's target for patched: the registry's crates (bindgen
+    // and clang-sys among them) are compiled there already, and what depends
+    // on the git source is compiled apart from the path source's units.
+    let target = target_dir()?.join("mlx-rs").join(Variant::PATCHED.name);
     let project = |args: &[&str]| {
         let mut c = cargo();
         c.args(args)

@@ -19,7 +19,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define MLX_FORK_COVERAGE_MAP_SIZE (1u << 20)
+// The map's size comes from the build (mlx_facts::coverage::MAP_SIZE).
+#ifndef MLX_FORK_COVERAGE_MAP_SIZE
+#error "MLX_FORK_COVERAGE_MAP_SIZE: the build gives the coverage map's size"
+#endif
 
 // Nothing here may call back into instrumented code, nor be instrumented.
 #define UNTRACED __attribute__((no_sanitize_coverage, no_profile_instrument_function))

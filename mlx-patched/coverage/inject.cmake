@@ -11,6 +11,11 @@
 #   and the kernels' loops are not what the lifetime question is about.
 function(mlx_fork_instrument_mlx)
   target_sources(mlx PRIVATE "${MLX_FORK_COVERAGE_DIR}/edges.cpp")
+  # The map's size is the fuzzer's (mlx_facts::coverage::MAP_SIZE), given
+  # by the build on CMake's command line.
+  set_property(SOURCE "${MLX_FORK_COVERAGE_DIR}/edges.cpp" TARGET_DIRECTORY mlx
+               APPEND PROPERTY COMPILE_DEFINITIONS
+               "MLX_FORK_COVERAGE_MAP_SIZE=${MLX_FORK_COVERAGE_MAP_SIZE}u")
   target_compile_options(mlx PRIVATE --coverage)
   target_link_options(mlx PRIVATE --coverage)
   target_link_libraries(mlx PRIVATE ${CMAKE_DL_LIBS})
@@ -22,5 +27,8 @@ function(mlx_fork_instrument_mlx)
     endif()
   endforeach()
 endfunction()
+if(NOT MLX_FORK_COVERAGE_MAP_SIZE)
+  message(FATAL_ERROR "MLX_FORK_COVERAGE_MAP_SIZE: the build gives the coverage map's size (mlx_facts::coverage::MAP_SIZE)")
+endif()
 set(MLX_FORK_COVERAGE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL mlx_fork_instrument_mlx)

@@ -5,6 +5,7 @@
 //! elsewhere.
 
 pub mod bases;
+pub mod coverage;
 pub mod packages;
 pub mod probes;
 pub mod upstream_fixes;

@@ -10,9 +10,10 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
-/// Counters in the map: the same as `MLX_FORK_COVERAGE_MAP_SIZE` in
-/// `edges.cpp`, which the worker reports at its start (`coverage <size>`).
-pub const MAP_SIZE: usize = 1 << 20;
+/// Counters in the map (`mlx_facts::coverage`): the build gives the same
+/// size to `edges.cpp`, and the worker reports its own at its start
+/// (`coverage <size>`).
+pub use mlx_facts::coverage::MAP_SIZE;
 
 /// An edge's index in the map, shifted left by 3, with its bucket.
 pub type Feature = u32;

@@ -140,6 +140,10 @@ fn coverage_cmake_args() -> Vec<String> {
         coverage_dir().join("inject.cmake").display()
     ));
     args.push("-DMLX_FORK_DESC_CENSUS=ON".into());
+    args.push(format!(
+        "-DMLX_FORK_COVERAGE_MAP_SIZE={}",
+        mlx_facts::coverage::MAP_SIZE
+    ));
     args
 }
 

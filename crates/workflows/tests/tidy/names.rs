@@ -314,3 +314,33 @@ fn the_probe_rule_rejects_a_name_written_out() {
     assert!(probe_names("crates/facts/src/probes.rs", text).is_empty());
     assert!(probe_names("tests/a.rs", "v.probe(probes::LEAK_SCENARIO)").is_empty());
 }
+
+/// The coverage map's size defined outside `crates/facts/src/coverage.rs`:
+/// the counter in C++ gets it from the build, the fuzzer re-exports it.
+fn coverage_sizes(path: &str, text: &str) -> Vec<String> {
+    const DEFINITIONS: &[&str] = &["#define MLX_FORK_COVERAGE_MAP_SIZE", "const MAP_SIZE:"];
+    if path == "crates/facts/src/coverage.rs" || path.starts_with("crates/workflows/tests/tidy/") {
+        return vec![];
+    }
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| DEFINITIONS.iter().any(|d| l.contains(d)))
+        .map(|(i, _)| format!("{path}:{}: the coverage map's size: its home is mlx_facts::coverage::MAP_SIZE", i + 1))
+        .collect()
+}
+
+#[test]
+fn the_coverage_map_s_size_has_one_home() {
+    let bad = tracked()
+        .iter()
+        .flat_map(|(p, t)| coverage_sizes(p, t))
+        .collect();
+    report("the coverage map's size defined twice", bad);
+}
+
+#[test]
+fn the_coverage_size_rule_rejects_a_second_definition() {
+    assert_eq!(coverage_sizes("mlx-patched/coverage/edges.cpp", "#define MLX_FORK_COVERAGE_MAP_SIZE (1u << 20)").len(), 1);
+    assert_eq!(coverage_sizes("crates/fuzz/src/edges.rs", "pub const MAP_SIZE: usize = 1 << 20;").len(), 1);
+    assert!(coverage_sizes("crates/facts/src/coverage.rs", "pub const MAP_SIZE: usize = 1 << 20;").is_empty());
+}

@@ -37,3 +37,18 @@ pub fn outcome<C: Check>(check: &C, rows: &mut Vec<Row>) -> Result<Tally> {
     rows.extend(check.render(&evidence));
     Ok(check.judge(&evidence, &expectations))
 }
+
+/// [`outcome`] for a check that needs mlx-c (mlx-sys, and mlx-rs over it):
+/// on a base no mlx-c compiles against, it does not run and says so (the
+/// mlx-rs check claims that the drop-in refuses such a base).
+pub fn outcome_with_mlxc<C: Check>(check: &C, what: &str, rows: &mut Vec<Row>) -> Result<Tally> {
+    let base = crate::config::options()?.base;
+    if base.mlxc.is_none() {
+        println!(
+            "{what}: no mlx-c compiles against MLX {}; checked on the bases that have one",
+            base.version
+        );
+        return Ok(Tally::new());
+    }
+    outcome(check, rows)
+}

@@ -8,7 +8,7 @@ pub mod judge;
 
 use judge::{cache_value, directives, Evidence};
 use mlx_expectations::report::Row;
-use mlx_harness::check::{outcome, Check};
+use mlx_harness::check::Check;
 use mlx_harness::error::{Context, Result};
 use mlx_harness::paths::target_dir;
 use mlx_harness::tally::Tally;
@@ -103,10 +103,5 @@ impl Check for BuildPlanCheck {
 /// The check as the suite runs it; on a base without mlx-c, mlx-sys is not
 /// built, and there is nothing to compare.
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
-    let base = mlx_harness::config::options()?.base;
-    if base.mlxc.is_none() {
-        println!("build plan: mlx-sys is not built on MLX {}; checked on the default base", base.version);
-        return Ok(Tally::new());
-    }
-    outcome(&BuildPlanCheck, rows)
+    mlx_harness::check::outcome_with_mlxc(&BuildPlanCheck, "build plan", rows)
 }

@@ -371,12 +371,7 @@ impl Check for GitDependency {
 /// The check as the suite runs it: on a base no mlx-c compiles against,
 /// mlx-sys cannot build (the mlx-rs check claims that it refuses).
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
-    let base = mlx_harness::config::options()?.base;
-    if base.mlxc.is_none() {
-        println!("git dependency: no mlx-c compiles against MLX {}; checked on the default base", base.version);
-        return Ok(Tally::new());
-    }
-    mlx_harness::check::outcome(&GitDependency, rows)
+    mlx_harness::check::outcome_with_mlxc(&GitDependency, "git dependency", rows)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 pub mod judge;
 
 use judge::{Comparison, Evidence, SecondShape};
-use mlx_harness::check::{outcome, Check};
+use mlx_harness::check::Check;
 use mlx_patched::Expectations;
 use crate::mlx_rs::project::{fetch_once, prefix_of, sys_env, without_network};
 use mlx_harness::error::{anyhow, Context, Result};
@@ -226,10 +226,5 @@ impl Check for Mossformer2 {
 /// base no mlx-c compiles against, the port does not run (the mlx-rs check
 /// claims that the drop-in refuses it).
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
-    let base = mlx_harness::config::options()?.base;
-    if base.mlxc.is_none() {
-        println!("mossformer2: no mlx-c compiles against MLX {}; the port runs on the default base only", base.version);
-        return Ok(Tally::new());
-    }
-    outcome(&Mossformer2, rows)
+    mlx_harness::check::outcome_with_mlxc(&Mossformer2, "mossformer2", rows)
 }

@@ -6,8 +6,7 @@
 //! `python/mlx/**.py`). Each is compared byte for byte with the tree.
 //! Without a reachable package index the check is skipped, saying so.
 
-use mlx_harness::error::Result;
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{Result, anyhow, Context};
 use mlx_patched::pin::{self, Base};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,7 @@
 //! System packages: installed on Debian/Ubuntu (as root, or through sudo),
 //! otherwise named with the exact command to run.
 
-use crate::error::Result;
-use crate::error::{anyhow, Context};
+use crate::error::{Result, anyhow, Context};
 use mlx_patched::CommandVars;
 use std::process::Command;
 

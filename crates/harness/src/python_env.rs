@@ -9,10 +9,9 @@
 //! * `cargo xtask wheel`: the installable `mlx` and `mlx-cpu` wheels of the
 //!   patched variant (`crate::wheel`); prints their paths, one per line.
 
-use crate::error::{anyhow, Context};
+use crate::error::{anyhow, Context, Result};
 use crate::process::run;
 use crate::paths::{target_dir, workspace_root};
-use crate::error::Result;
 use mlx_patched::{Env, PythonTarget, Variant};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -3,9 +3,8 @@
 //! sets it), adds its rows to the run's table, leaves its tally for
 //! `cargo xtask test` to count, and fails naming every failed claim.
 
-use crate::error::{bail, Context};
+use crate::error::{bail, Context, Result};
 use crate::paths::report_dir;
-use crate::error::Result;
 use crate::tally::Tally;
 use mlx_expectations::report::{self, Row};
 use mlx_patched::Env;

@@ -1,7 +1,6 @@
 //! The upstream tree of a target: a checkout, or a carrier version's tree.
 
-use crate::error::anyhow;
-use crate::error::Result;
+use crate::error::{anyhow, Result};
 use mlx_patched::pin;
 use std::path::Path;
 

@@ -17,9 +17,8 @@
 //!   (OpenBLAS and the Fortran runtime) and gives the manylinux tag, as
 //!   upstream's own wheels have.
 
-use crate::error::{anyhow, Context};
+use crate::error::{anyhow, Context, Result};
 use crate::process::run;
-use crate::error::Result;
 use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Bindings, PythonTarget, Variant};
 use std::os::unix::fs::PermissionsExt;

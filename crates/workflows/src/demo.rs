@@ -2,10 +2,9 @@
 //! the patched variant, through the Rust API and through a plain C++ program.
 
 use mlx_harness::deps;
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::config::options;
-use mlx_harness::error::Result;
 use mlx_harness::cpp_probe::{cpp_probe, run_probe};
 use mlx_patched::{Env, Variant};
 use std::process::Command;

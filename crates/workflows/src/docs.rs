@@ -6,9 +6,8 @@
 //! `<!-- /facts -->`, `cargo xtask docs` fills it, and the tidy test fails
 //! where it is not what the table says now.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::upstream_fixes::{Area, Carried, FIXES};
 

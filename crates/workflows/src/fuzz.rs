@@ -21,9 +21,8 @@ mod coverage;
 mod engine;
 mod worker;
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_fuzz::campaign::{shrink_finding, Confirm, Tally};
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::{Sanitizer, Variant};

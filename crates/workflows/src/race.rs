@@ -1,9 +1,8 @@
 //! `cargo xtask race`: the release race at length, the slow counterpart of
 //! `tests/release_race.rs` (the same probe and scenarios, many more trials).
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::config::options;
-use mlx_harness::error::Result;
 use mlx_expectations::record::parse_records;
 use mlx_expectations::RACE;
 use mlx_patched::Variant;

@@ -2,9 +2,8 @@
 //! series must pass, without making it part of the series.
 
 use mlx_harness::cpp_probe::{cpp_probe, run_probe};
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::config::options;
-use mlx_harness::error::Result;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -1,9 +1,8 @@
 //! Each fix of the series as its own upstream pull request.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::git;
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
 

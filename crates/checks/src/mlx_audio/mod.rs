@@ -23,10 +23,9 @@ use mlx_patched::Expectations;
 
 use mlx_harness::peer_suite::{self, side_by_side, Site, RERUNS};
 use mlx_harness::python_env::{python_root, venv_over, venv_with};
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::Ran;
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_harness::tally::Tally;
 use judge::{
     Evidence, Installed, Served, SpeechRuns, SuiteOutcome, EXCLUDED, MLX_PIN, SPEECH_CELL,

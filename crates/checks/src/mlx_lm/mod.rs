@@ -16,10 +16,9 @@ use mlx_harness::python_env::{python_root, sha256_hex, venv_with};
 mod judge;
 use mlx_harness::check::{outcome, Check};
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::Ran;
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_harness::tally::Tally;
 use judge::{Aborted, Evidence, Logits, ServerRuns, SuiteRun, UserPath, EXCLUDED};
 use mlx_expectations::record::{parse_records, Record};

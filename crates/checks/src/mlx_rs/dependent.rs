@@ -2,11 +2,9 @@
 //! `DEP_MLX_*` metadata builds and runs over the drop-in, also vendored and
 //! offline.
 
-use mlx_harness::error::Context;
-use mlx_harness::process::Ran;
-use mlx_harness::process::cargo;
+use mlx_harness::error::{Context, Result};
+use mlx_harness::process::{Ran, cargo};
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use std::process::Command;
 use super::judge::Dependent;

@@ -16,12 +16,10 @@ pub mod project;
 use mlx_harness::check::{outcome, Check};
 use mlx_patched::Expectations;
 
-use mlx_harness::error::{anyhow, Context};
-use mlx_harness::process::Ran;
+use mlx_harness::error::{anyhow, Context, Result};
+use mlx_harness::process::{Ran, cargo};
 use mlx_harness::tally::Tally;
-use mlx_harness::process::cargo;
 use mlx_harness::paths::{target_dir, workspace_root};
-use mlx_harness::error::Result;
 use judge::{count, Evidence, Proof, Run, SuiteOutcome, CELLS};
 use project::{fetch_once, prefix_of, sys_env, without_network};
 use mlx_expectations::record::parse_records;

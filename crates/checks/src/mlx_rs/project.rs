@@ -3,10 +3,9 @@
 //! them: dependencies fetched once, then offline, with the drop-in's
 //! environment, and vendored copies.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::{target_dir, workspace_root};
-use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use mlx_patched::{vars, Artifacts, Variant};
 use std::path::{Path, PathBuf};

@@ -9,10 +9,9 @@
 
 use mlx_harness::python_env::{python_root, run_python, sha256_hex, venv_with};
 use mlx_harness::wheel::Wheels;
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::Ran;
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use mlx_patched::{pin, Variant};
 use std::collections::BTreeMap;

@@ -8,10 +8,9 @@ use mlx_harness::python_env::{
 mod judge;
 use mlx_harness::check::{outcome, Check};
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::tally::Tally;
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use judge::{Ablation, AblationRun, Evidence, FindingRun, SecondShape};
 use judge::{Repeats, FLAKY_REPEATS, VARIANTS};
 use mlx_expectations::record::{parse_records, Record};

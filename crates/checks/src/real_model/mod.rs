@@ -15,9 +15,8 @@
 pub mod judge;
 
 use mlx_harness::python_env::{mlx_audio_env, mlx_audio_env_with, python_root};
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use judge::{Cycle, Process, Tally};
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::{CommandVars, Env, Variant};

@@ -2,10 +2,9 @@
 //! shrunk finding is kept. A leaf under `fuzz`: the campaign, the guided
 //! engine and the coverage command all build on it.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_fuzz::campaign::Worker;
 use mlx_fuzz::{cpp, Program, Releases};
 use mlx_patched::CommandVars;

@@ -2,9 +2,8 @@
 //! control still shows them: a patch whose bug the control no longer shows
 //! is redundant there.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_patched::pin;
 use std::path::Path;
 use std::process::Command;

@@ -1,9 +1,8 @@
 //! Where a rebase keeps its work (`target/rebase/<label>/`) and builds the
 //! target's variants.
 
-use mlx_harness::error::Context;
+use mlx_harness::error::{Context, Result};
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use std::path::{Path, PathBuf};
 use std::process::Command;

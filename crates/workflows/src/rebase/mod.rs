@@ -26,9 +26,8 @@ pub mod dirs;
 mod new_base;
 mod replay;
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
-use mlx_harness::error::Result;
 use mlx_patched::CommandVars;
 use mlx_patched::{patch, pin};
 use std::fmt::Write as _;

@@ -2,10 +2,9 @@
 //! carrier manifest, the ports of the fixes that needed a merge), every
 //! touched file restored on failure.
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_patched::{patch, pin};
 use std::path::{Path, PathBuf};
 use super::replay::Replay;

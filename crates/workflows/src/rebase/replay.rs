@@ -4,8 +4,7 @@
 //! conflicting.
 
 use mlx_harness::process::git;
-use mlx_harness::error::Context;
-use mlx_harness::error::Result;
+use mlx_harness::error::{Context, Result};
 use mlx_patched::patch;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,7 @@
 //! with its stacks, where in MLX's sources it was made, and a signature that
 //! is the same for the same finding on another variant or in another run.
 
-use mlx_harness::error::Context;
-use mlx_harness::error::Result;
+use mlx_harness::error::{Context, Result};
 use std::path::Path;
 
 /// What a sanitizer said once: its tool and kind, a one-line summary, the

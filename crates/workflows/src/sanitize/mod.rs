@@ -34,9 +34,8 @@ pub(crate) mod scenarios;
 
 pub use record::{check_recorded, check_records, recorded_path};
 
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use judge::VariantRun;
 use mlx_patched::{probes, Env, Sanitizer};
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,9 +8,8 @@
 
 use super::judge::Check;
 use super::scenarios::{options, suppressions, table, RUST_TESTS};
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::workspace_root;
-use mlx_harness::error::Result;
 use mlx_patched::pin::{Base, BASES};
 use mlx_patched::{probes, Expectations, Fingerprint, Options, Sanitizer};
 use serde_json::{json, Value};
@@ -36,7 +35,7 @@ const RUNNER_SOURCES: &[&str] = &[
 ];
 #[cfg(test)]
 const RUNNER_SOURCES_SHA256: &str =
-    "ab24224857ec3443c6efd27fe698576720e28334d10b2bee1efeaab44659e752";
+    "d3df1e46f3e9571ebabdfa4bd0a95160e7d24348241b9485d86732c8f161f5b3";
 
 /// Where `--record` keeps a sanitizer's report (`md`) and its data (`json`)
 /// on `base`: the default base's in `docs/sanitize/`, another's in a

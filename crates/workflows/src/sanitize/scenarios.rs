@@ -3,10 +3,9 @@
 //! scenario's run with its reports and census read back.
 
 use super::logs::{read_log, Report};
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::paths::target_dir;
-use mlx_harness::error::Result;
 use mlx_expectations::record::parse_records;
 use mlx_patched::CommandVars;
 use mlx_patched::{Artifacts, Sanitizer, Variant};

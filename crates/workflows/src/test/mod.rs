@@ -6,11 +6,10 @@
 pub mod runner;
 
 use mlx_harness::slow_check::read_tally;
-use mlx_harness::error::anyhow;
+use mlx_harness::error::{anyhow, Result};
 use mlx_harness::process::cargo;
 use mlx_harness::config::{options, variants_to_build};
 use mlx_harness::paths::{report_dir, MEASURED_FOR};
-use mlx_harness::error::Result;
 use mlx_expectations::report;
 use mlx_patched::vars;
 use runner::Binary;

@@ -3,8 +3,7 @@
 //! test's exit status is its result. A crash after a test's last line, or
 //! at exit, is that test's failure; nothing is read from libtest's prose.
 
-use mlx_harness::error::Result;
-use mlx_harness::error::{anyhow, Context};
+use mlx_harness::error::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -310,7 +310,7 @@ pub fn collect() -> Result<Evidence> {
     let mlx_after: Vec<FileState> = mlx_files.iter().map(|f| file_state(f)).collect();
     let bin = |name: &str| target.join("debug").join(name);
     // The report's cell, as the mlx-rs check runs it.
-    let scenario = ran(Command::new(bin("mlx-rs-leak-scenario"))
+    let scenario = ran(Command::new(bin("mlx-sys-git-scenario"))
         .args(["--cycles", "10"])
         .args(Cell::REPORT.flags())
         .unset(other_vars::LD_LIBRARY_PATH))

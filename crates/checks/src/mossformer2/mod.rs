@@ -27,9 +27,10 @@ use std::process::Command;
 const MANIFEST: &str = "crates/mossformer2/Cargo.toml";
 const EXPORT: &str = "tests/python/mossformer_export.py";
 
-/// The port's target directory for a variant.
+/// The port's target directory for a variant: the mlx-rs check's, where
+/// mlx-rs and the drop-in are compiled against that variant already.
 fn target_of(variant: Variant) -> Result<PathBuf> {
-    Ok(target_dir()?.join("mossformer2").join(variant.name))
+    Ok(target_dir()?.join("mlx-rs").join(variant.name))
 }
 
 /// A cargo command on the port, linked to `variant` (its MLX built once,

@@ -65,7 +65,7 @@ impl Env {
     /// through [`Env::read`], so no build script can forget one.
     pub fn track_file(&self, path: &Path) {
         if self.in_build_script {
-            println!("cargo:rerun-if-changed={}", path.display());
+            println!("cargo:rerun-if-changed={}", watched(path).display());
             TRACKED
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -73,7 +73,8 @@ impl Env {
         }
     }
 
-    /// Every path this process's build-script reads have told Cargo to watch.
+    /// Every path this process's build-script reads have told Cargo to watch
+    /// (as read: a missing one is watched through [`watched`]).
     pub fn tracked_files() -> Vec<PathBuf> {
         TRACKED.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -328,4 +329,13 @@ impl Env {
         );
         self.read_cargo(&name).and_then(|v| v.into_string().ok())
     }
+}
+
+/// What Cargo watches for `path`: the path, or, while it is missing, the
+/// nearest folder above it that exists, whose listing changes when it
+/// appears. Cargo reruns a build script on every build while a path it
+/// watches is missing: a base's folder of ports that does not exist did so
+/// for every build of mlx-sys, and recompiled everything above it.
+pub fn watched(path: &Path) -> &Path {
+    path.ancestors().find(|p| p.exists()).unwrap_or(path)
 }

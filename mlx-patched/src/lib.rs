@@ -42,6 +42,7 @@ pub use build::{
     Artifacts, Backend, BuildPlan, Host, Layout, LinkKind, Options, Sanitizer,
 };
 pub use env::{
+    watched,
     other_vars, variables_markdown, vars, CommandVars, Env, Variable, OTHER_VARIABLES, VARIABLES,
     VARIABLES_PAGE,
 };

@@ -356,3 +356,19 @@ fn upstream_fixed_is_1_or_0_and_nothing_else() {
         "{message}"
     );
 }
+
+/// Cargo reruns a build script on every build while a watched path is
+/// missing: a missing input is watched through the nearest folder above it
+/// that exists, and an input that exists is watched as itself.
+#[test]
+fn a_missing_input_is_watched_through_the_folder_above_it() {
+    let dir = std::env::temp_dir().join(format!("watched-{}", std::process::id()));
+    fs::create_dir_all(dir.join("patches")).unwrap();
+    let missing = dir.join("patches/v9.9.9/0001-x.patch");
+    assert_eq!(mlx_patched::watched(&missing), dir.join("patches"));
+    fs::create_dir_all(dir.join("patches/v9.9.9")).unwrap();
+    assert_eq!(mlx_patched::watched(&missing), dir.join("patches/v9.9.9"));
+    fs::write(&missing, "").unwrap();
+    assert_eq!(mlx_patched::watched(&missing), missing);
+    fs::remove_dir_all(&dir).unwrap();
+}

@@ -12,10 +12,13 @@ outcome is passed, failed, error, skipped, xfail or xpass; detail is the
 reason or the last line of the traceback.
 
     python run_mlx_suite.py <tests dir>
+    python run_mlx_suite.py <tests dir> --only <test id>...
     python run_mlx_suite.py <tests dir> --repeat N [--hang-after S] <test id>...
     python run_mlx_suite.py <tests dir> --once <test id>
 
-The second form runs each test N times alone, each run in a process of its
+The second form runs only the named tests, as the first runs all: the
+control runs the tests the fix did not pass, which is all a comparison
+needs. The third form runs each test N times alone, each run in a process of its
 own (the third form), two at a time, and counts its failures: how the
 caller tells a test that is flaky on one build from one that is flaky on
 both. Runs in one process would not be independent trials: a process keeps
@@ -171,6 +174,15 @@ def repeat(tests_dir, test_id, times, hang_after):
          unjudged=unjudged, hung=hung, detail=detail)
 
 
+def flatten(suite):
+    """The tests of a suite, however nested."""
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from flatten(t)
+        else:
+            yield t
+
+
 def main():
     tests_dir = os.path.abspath(sys.argv[1])
     os.chdir(tests_dir)
@@ -188,7 +200,22 @@ def main():
         for test_id in ids:
             repeat(tests_dir, test_id, times, hang_after)
         return
-    outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
+    if len(sys.argv) > 2 and sys.argv[2] == "--only":
+        suite, outcomes = unittest.TestSuite(), {}
+        for test_id in sys.argv[3:]:
+            try:
+                loaded = unittest.defaultTestLoader.loadTestsFromName(test_id)
+                why = "" if test_id in {t.id() for t in flatten(loaded)} else "no such test"
+            except Exception as e:
+                why = str(e)
+            if why:  # a name that does not load is its own result
+                outcomes[test_id] = ("error", f"{CANNOT_LOAD}{why}")
+                emit(event="result", id=test_id, outcome="error", detail=outcomes[test_id][1])
+            else:
+                suite.addTests(loaded)
+        outcomes.update(run(suite, True))
+    else:
+        outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
     for test_id, (outcome, _) in sorted(outcomes.items()):
         if outcome in ("failed", "error"):
             again, detail = run_alone(test_id)

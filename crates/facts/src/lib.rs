@@ -6,6 +6,7 @@
 
 pub mod bases;
 pub mod coverage;
+pub mod kernels;
 pub mod packages;
 pub mod probes;
 pub mod upstream_fixes;

@@ -76,6 +76,7 @@ other_variables! {
     CARGO_NET_RETRY: "Cargo's: 0 with the refusing proxy above, so a download fails at once",
     RUSTFLAGS: "Cargo's: removed for the vendored mlx-sys dependent, which must build as a user's project does",
     TMPDIR: "where MLX's CPU compile keeps its kernels: set per variant and per check, so that variants never share a kernel cache",
+    DEPENDENCIES_OUTPUT: "g++'s: where it writes the files a compile read, which tells whether it parsed MLX's kernel preamble or read its precompiled copy",
     DEVICE: "MLX's Python suite's device: set to `cpu`",
     MLX_DISABLE_COMPILE: "MLX's: read so that a leak check refuses to run when compile is turned off",
     PYTHONPATH: "Python's: puts the runners in `tests/python` on the path of MLX's and mlx-lm's suites",

@@ -9,6 +9,7 @@ pub mod config;
 pub mod cpp_probe;
 pub mod deps;
 pub mod error;
+pub mod kernel_preamble;
 pub mod paths;
 pub mod peer_suite;
 pub mod process;

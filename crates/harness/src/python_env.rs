@@ -99,9 +99,19 @@ fn venv_in_order(
     }
     let stamp = venv.join("installed.sha256");
     let key = key.finish();
+    // An environment built around wheels holds them for its life: MLX's
+    // kernels compile there from a precompiled preamble, made again with
+    // its header (`crate::kernel_preamble`).
+    let preamble = |python: PathBuf| -> Result<PathBuf> {
+        if !extra.is_empty() {
+            crate::kernel_preamble::precompile(&python)?;
+        }
+        Ok(python)
+    };
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
-        return Ok(python);
+        return preamble(python);
     }
+    crate::kernel_preamble::remove(&python);
     let pip_install = |args: &[&std::ffi::OsStr]| -> Result<()> {
         let mut pip = Command::new(&python);
         pip.args([
@@ -138,7 +148,7 @@ fn venv_in_order(
         install_requirements()?;
     }
     std::fs::write(&stamp, key)?;
-    Ok(python)
+    preamble(python)
 }
 
 /// The nanobind release a tree's CMakeLists.txt fetches (`GIT_TAG v2.15.0`

@@ -216,15 +216,10 @@ fn run_suite(variant: Variant, mlx: &Artifacts) -> Result<SuiteOutcome> {
     run_suite_with(variant, mlx, None, &[])
 }
 
-/// [`run_suite`] with a library preloaded into each test binary (through a
-/// cargo runner, so that cargo and rustc run without it) and libtest
-/// arguments after `--`.
-fn run_suite_with(
-    variant: Variant,
-    mlx: &Artifacts,
-    preload: Option<&Path>,
-    filter: &[&str],
-) -> Result<SuiteOutcome> {
+/// `cargo test` of mlx-rs 0.33.0's own tests against `variant`, in a copy
+/// of the published package, with a library preloaded into each test
+/// binary when `preload` names one.
+fn suite_command(variant: Variant, mlx: &Artifacts, preload: Option<&Path>) -> Result<Command> {
     let src = target_dir()?.join("mlx-rs/suite-src");
     // A fresh copy of the published package: cargo writes its lock file and
     // nothing may be written into the registry's copy. The copy names the
@@ -275,15 +270,42 @@ fn run_suite_with(
     for (k, v) in sys_env(variant, mlx)? {
         test.var(k, v);
     }
-    let log = if let Some(lib) = preload {
+    if let Some(lib) = preload {
         test.arg("--config").arg(format!(
             "target.'cfg(all())'.runner=[\"env\", \"{}={}\"]",
             mlx_patched::probes::PRELOAD,
             lib.display()
         ));
-        format!("suite-{}-preloaded.log", variant.name)
-    } else {
-        format!("suite-{}.log", variant.name)
+    }
+    Ok(test)
+}
+
+/// What the check builds before it measures: the report's scenario
+/// against each variant, and mlx-rs's own tests against patched.
+pub fn prepare() -> Result<()> {
+    if mlx_harness::config::options()?.base.mlxc.is_none() {
+        return Ok(());
+    }
+    for v in [Variant::PRISTINE, Variant::PATCHED] {
+        build_proof(v, &prefix_of(v)?)?;
+    }
+    let mut build = suite_command(Variant::PATCHED, &prefix_of(Variant::PATCHED)?, None)?;
+    mlx_harness::process::run(build.arg("--no-run"))
+}
+
+/// [`run_suite`] with a library preloaded into each test binary (through a
+/// cargo runner, so that cargo and rustc run without it) and libtest
+/// arguments after `--`.
+fn run_suite_with(
+    variant: Variant,
+    mlx: &Artifacts,
+    preload: Option<&Path>,
+    filter: &[&str],
+) -> Result<SuiteOutcome> {
+    let mut test = suite_command(variant, mlx, preload)?;
+    let log = match preload {
+        Some(_) => format!("suite-{}-preloaded.log", variant.name),
+        None => format!("suite-{}.log", variant.name),
     };
     if !filter.is_empty() {
         test.arg("--").args(filter);

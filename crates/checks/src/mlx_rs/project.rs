@@ -35,14 +35,22 @@ pub fn sys_env(
     })
 }
 
-/// `cargo fetch --locked` of a test project: the only step of these
-/// checks that may use the network. Every build after it is offline.
+/// `cargo fetch --locked` of a test project, once per process: the only
+/// step of these checks that may use the network. Every build after it is
+/// offline.
 pub fn fetch_once(manifest: &Path) -> Result<()> {
+    static FETCHED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut fetched = FETCHED.lock().unwrap_or_else(|e| e.into_inner());
+    if fetched.iter().any(|m| m == manifest) {
+        return Ok(());
+    }
     mlx_harness::process::run(
         cargo()
             .args(["fetch", "--locked", "--quiet", "--manifest-path"])
             .arg(manifest),
-    )
+    )?;
+    fetched.push(manifest.to_path_buf());
+    Ok(())
 }
 
 /// `--offline`, and a proxy that refuses every connection, so that any

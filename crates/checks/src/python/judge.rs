@@ -115,6 +115,9 @@ pub struct Evidence {
     /// `tests/python/fixed_layout_leak.py` under the fixed heap layout
     /// (finding 013), twice per variant.
     pub fixed_layout: Vec<LayoutRuns>,
+    /// How patched's environment compiles MLX's kernels: from the
+    /// precompiled preamble (`mlx_harness::kernel_preamble`).
+    pub preamble: mlx_harness::kernel_preamble::Use,
 }
 
 /// One variant's two runs of the fixed-layout sweep.
@@ -185,6 +188,13 @@ pub fn judge(e: &Evidence, expectations: &Expectations) -> Tally {
         );
     }
     crate::pip_installs::judge::judge(&e.install, &mut t);
+    let p = &e.preamble;
+    t.claim(!p.mlx_parsed_header && !p.parsed_with && p.parsed_without, || {
+        format!("the precompiled kernel preamble: {p:?}; expected MLX's compile and g++ with the environment's headers to read it, and g++ without it to parse the header")
+    });
+    t.claim(p.same_bytes, || {
+        "a kernel compiled from the precompiled preamble differs from the same kernel compiled from the header".into()
+    });
     for a in &e.ablation {
         let cell = a.cell.name();
         for r in &a.runs {
@@ -363,8 +373,13 @@ pub fn render(e: &Evidence) -> Vec<Row> {
         .filter_map(|v| Some((v.name, e.suites.get(v.name)?)))
         .collect();
     for (name, r) in &suites {
+        let what = if *name == Variant::PRISTINE.name {
+            "the tests that did not pass on patched, and the series' own"
+        } else {
+            "the whole suite"
+        };
         rows.push(Row::note(format!(
-            "MLX's Python suite on {name}: {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
+            "MLX's Python suite on {name} ({what}): {} passed, {} failed, {} errors, {} skipped, {} flaky (passed when run again), {} expected failures",
             count(r, "passed"),
             count(r, "failed"),
             count(r, "error"),
@@ -405,6 +420,11 @@ pub fn render(e: &Evidence) -> Vec<Row> {
             )));
         }
     }
+    rows.push(Row::note(format!(
+        "Python: MLX's kernels compile from a precompiled preamble in the fork's environments ({}), and the same kernel compiled from the header has the same bytes ({})",
+        if e.preamble.mlx_parsed_header { "no: MLX's compile parsed the header" } else { "yes" },
+        if e.preamble.same_bytes { "yes" } else { "no" }
+    )));
     for l in &e.fixed_layout {
         rows.push(Row::note(format!(
             "Python, fixed heap layout (finding 013) on {}: leaked at {} of {} layouts, the same in 2 runs: {}",
@@ -415,6 +435,19 @@ pub fn render(e: &Evidence) -> Vec<Row> {
         )));
     }
     rows
+}
+
+/// The tests the control runs: every test that did not pass on patched
+/// (whatever its outcome: the judge compares nothing else), and the
+/// series' tests that must show their bug, in name order.
+pub fn control_subset(patched: &SuiteResults, show_the_bug: &[(String, String)]) -> Vec<String> {
+    let mut ids: std::collections::BTreeSet<String> = patched
+        .iter()
+        .filter(|(_, (o, _))| o != "passed")
+        .map(|(id, _)| id.clone())
+        .collect();
+    ids.extend(show_the_bug.iter().map(|(_, id)| id.clone()));
+    ids.into_iter().collect()
 }
 
 /// The tests to run alone, in independent processes, on both variants:

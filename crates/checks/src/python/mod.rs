@@ -1,6 +1,7 @@
 //! `cargo xtask python-check`: the report's script verbatim, the ablation
-//! and the second-shape note in Python, and MLX's Python suite, on both
-//! variants; the install paths of the wheels (`crate::pip_installs`).
+//! and the second-shape note in Python on both variants, and MLX's Python
+//! suite (on the control, the tests that decide something); the install
+//! paths of the wheels (`crate::pip_installs`).
 
 use mlx_harness::python_env::{
     build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
@@ -39,17 +40,25 @@ fn records(stdout: &str) -> Vec<Record> {
 /// MLX's Python suite on one interpreter: outcome and detail per test id.
 /// A test that failed and passed when run again alone is `flaky`. The
 /// runner streams its events, so a crash names the test that was running.
-/// `tmp` is its `TMPDIR`, which holds MLX's kernel cache.
+/// `tmp` is its `TMPDIR`, which holds MLX's kernel cache. `only`: the tests
+/// to run, in one process as the whole suite runs; `None`: every test.
 fn mlx_suite(
     python: &Path,
     tree: &Path,
+    only: Option<&[String]>,
     log: &Path,
     tmp: &Path,
 ) -> Result<BTreeMap<String, (String, String)>> {
+    if only.is_some_and(|ids| ids.is_empty()) {
+        return Ok(BTreeMap::new());
+    }
     let runner = workspace_root().join("tests/python/run_mlx_suite.py");
-    let out = Command::new(python)
-        .arg(&runner)
-        .arg(tree.join("python/tests"))
+    let mut cmd = Command::new(python);
+    cmd.arg(&runner).arg(tree.join("python/tests"));
+    if let Some(ids) = only {
+        cmd.arg("--only").args(ids);
+    }
+    let out = cmd
         .var(mlx_patched::other_vars::DEVICE, "cpu")
         .var(mlx_patched::other_vars::TMPDIR, tmp)
         .output()?;
@@ -210,7 +219,7 @@ fn repeat_tests(
 const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The fork as a Python package: the report's script, the ablation, the
-/// second shape and MLX's Python suite on both variants.
+/// second shape and MLX's Python suite, on both variants.
 pub struct Python;
 
 impl Check for Python {
@@ -226,6 +235,15 @@ impl Check for Python {
     }
 }
 
+/// What the check builds before it measures: each variant's wheels and
+/// its environment.
+pub fn prepare() -> Result<()> {
+    for v in VARIANTS {
+        python_for(v)?;
+    }
+    Ok(())
+}
+
 /// The check as the suite and `cargo xtask python-check` run it.
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     outcome(&Python, rows)
@@ -234,6 +252,7 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
 /// Runs everything the Python check looks at, on both variants; judges
 /// nothing (the install paths judge their own, as one part).
 fn collect(expectations: &Expectations) -> Result<Evidence> {
+    let show_the_bug = judge::shown_in(&mlx_patched::run_series()?);
     let mut pythons = Vec::new();
     for v in VARIANTS {
         pythons.push((v, python_for(v)?));
@@ -393,23 +412,46 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         }
     }
 
-    // 4. MLX's Python suite on both, one after the other: side by side, the
-    // load made upstream's timing-dependent `test_async_eval_error_in_
-    // synchronize` fail in the suite. Both run the tests of the patched
-    // tree, the series' new tests with them, as the control runs the
-    // series' C++ tests (`PRISTINE_PATHS`): they are Python, read by either
-    // wheel. Each variant builds its kernels in a cache of its own: since
-    // `0032` they compute other code under the same names.
+    // 4. MLX's Python suite: the whole of it on patched, then on the control
+    // the tests that did not pass there and the series' tests that must
+    // show their bug. Every comparison the judge makes (a lost pass, a
+    // failure or flakiness on patched alone, a failure on both, a bug
+    // shown) concerns a test that did not pass on patched or a series'
+    // test, so the control's other results would decide nothing. Both run
+    // the tests of the patched tree, the series' new tests with them, as
+    // the control runs the series' C++ tests (`PRISTINE_PATHS`): they are
+    // Python, read by either wheel. Each variant builds its kernels in a
+    // cache of its own: since `0032` they compute other code under the
+    // same names.
     let tests_tree = mlx_patched::build(Variant::PATCHED, &mlx_harness::config::options()?)?
         .source_dir()
         .to_path_buf();
     let mut suites = BTreeMap::new();
     for (v, python) in pythons.iter().rev() {
         let cache = kernel_tmp(*v, true)?;
-        eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name);
+        let only = (*v == Variant::PRISTINE).then(|| {
+            judge::control_subset(&suites[Variant::PATCHED.name], &show_the_bug)
+        });
+        match &only {
+            Some(ids) => eprintln!(
+                "running {} tests of MLX's Python suite on {} (DEVICE=cpu): those that did not pass on patched, and the series' own",
+                ids.len(),
+                v.name
+            ),
+            None => eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name),
+        }
         let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        suites.insert(v.name, mlx_suite(python, &tests_tree, &log, &cache)?);
+        let ran = mlx_suite(python, &tests_tree, only.as_deref(), &log, &cache)?;
+        suites.insert(v.name, ran);
     }
+    // Patched's environment compiles MLX's kernels from the precompiled
+    // preamble, to the same bytes; one of the suite's kernels shows it.
+    let preamble = mlx_harness::kernel_preamble::check_use(
+        &pythons[1].1,
+        &kernel_tmp(Variant::PATCHED, false)?,
+        &python_root()?.join("kernel-preamble-check"),
+    )?;
+    println!("the precompiled kernel preamble in patched's environment: {preamble:?}");
     // A test flaky on patched and not explained by pristine's results, or
     // failing on patched where pristine passed, runs alone, as often on
     // each variant: independent processes, not one shaped by earlier tests.
@@ -484,7 +526,6 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         });
     }
 
-    let show_the_bug = judge::shown_in(&mlx_patched::run_series()?);
     Ok(Evidence {
         show_the_bug,
         report,
@@ -495,6 +536,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         suites,
         repeats,
         fixed_layout,
+        preamble,
     })
 }
 

@@ -28,12 +28,22 @@ fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
     let python = mlx_patched::Env::process().python();
     let python = Path::new(&python);
     let log = dir.join("log");
-    let results = mlx_suite(python, &dir, &log, &dir).unwrap();
+    let results = mlx_suite(python, &dir, None, &log, &dir).unwrap();
     let outcome = |id: &str| results.get(id).map(|(o, _)| o.as_str());
     assert_eq!(outcome("test_fake.T.test_a_pass"), Some("passed"));
     assert_eq!(outcome("test_fake.T.test_b_fail"), Some("failed"));
     assert_eq!(outcome("test_fake.T.test_c_flaky"), Some("flaky"));
     assert_eq!(outcome("test_fake.T.test_d_raises"), Some("error"));
+    // The control's form: the named tests only, a name that does not load
+    // as its error, and nothing at all for no names.
+    let only: Vec<String> = ["test_fake.T.test_b_fail", "test_fake.T.test_y_gone"]
+        .map(String::from)
+        .to_vec();
+    let some = mlx_suite(python, &dir, Some(&only), &log, &dir).unwrap();
+    assert_eq!(some.len(), 2, "{some:?}");
+    assert_eq!(some["test_fake.T.test_b_fail"].0, "failed");
+    assert_eq!(some["test_fake.T.test_y_gone"].0, "error");
+    assert!(mlx_suite(python, &dir, Some(&[]), &log, &dir).unwrap().is_empty());
     // Repeated alone: the failing test fails at once, the flaky one no more.
     let ids = [
         &"test_fake.T.test_b_fail".to_string(),
@@ -110,9 +120,28 @@ fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
     std::fs::remove_file(tests.join("test_dies.py")).unwrap();
 
     std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
-    let err = mlx_suite(python, &dir, &log, &dir).unwrap_err().to_string();
+    let err = mlx_suite(python, &dir, None, &log, &dir).unwrap_err().to_string();
     assert!(
         err.contains("while running test_fake.T.test_b_crash"),
         "{err}"
     );
+}
+
+/// The control runs what the judge compares: every test that did not pass
+/// on patched, and the series' tests, once each.
+#[test]
+fn the_control_runs_the_tests_patched_did_not_pass_and_the_series_own() {
+    let patched: judge::SuiteResults = [
+        ("a", "passed"),
+        ("b", "failed"),
+        ("c", "flaky"),
+        ("d", "skipped"),
+        ("e", "passed"),
+    ]
+    .into_iter()
+    .map(|(id, o)| (id.to_string(), (o.to_string(), String::new())))
+    .collect();
+    let series = [("0046-x".to_string(), "e".to_string()), ("0045-y".to_string(), "b".to_string())];
+    assert_eq!(judge::control_subset(&patched, &series), ["b", "c", "d", "e"]);
+    assert!(judge::control_subset(&BTreeMap::new(), &[]).is_empty());
 }

@@ -108,6 +108,31 @@ fn good() -> Evidence {
                 digest: "d".into(),
             },
         ],
+        preamble: mlx_harness::kernel_preamble::Use {
+            mlx_parsed_header: false,
+            parsed_with: false,
+            parsed_without: true,
+            same_bytes: true,
+        },
+    }
+}
+
+/// The precompiled preamble must be read by MLX's compile and by g++ with
+/// it, parsed without it, and give the same bytes: each departure fails
+/// one claim.
+#[test]
+fn the_precompiled_preamble_must_be_read_and_give_the_same_bytes() {
+    let ok = judge(&good(), &Expectations::new(false)).failures.len();
+    for change in [
+        |u: &mut mlx_harness::kernel_preamble::Use| u.mlx_parsed_header = true,
+        |u: &mut mlx_harness::kernel_preamble::Use| u.parsed_with = true,
+        |u: &mut mlx_harness::kernel_preamble::Use| u.parsed_without = false,
+        |u: &mut mlx_harness::kernel_preamble::Use| u.same_bytes = false,
+    ] {
+        let mut bad = good();
+        change(&mut bad.preamble);
+        let failed = judge(&bad, &Expectations::new(false)).failures;
+        assert_eq!(failed.len(), ok + 1, "{:?}: {failed:?}", bad.preamble);
     }
 }
 
@@ -146,10 +171,10 @@ fn the_fork_as_measured_passes() {
     let e = good();
     let t = judge(&e, &Expectations::new(false));
     assert_eq!(t.failures, Vec::<String>::new());
-    // report ×2, mypy ×2, ablation ×2 + agreement + C++, shape,
-    // finding ×2, fixed layout ×2 + agreement, a test showing its bug,
-    // suite, flaky
-    assert_eq!(t.passed, 17);
+    // report ×2, mypy ×2, preamble ×2, ablation ×2 + agreement + C++,
+    // shape, finding ×2, fixed layout ×2 + agreement, a test showing its
+    // bug, suite, flaky
+    assert_eq!(t.passed, 19);
 }
 
 #[test]
@@ -380,14 +405,15 @@ fn a_flaky_test_is_excused_only_by_a_like_rate_on_pristine() {
 #[test]
 fn the_rows_follow_the_order_the_check_ran_in() {
     let rows: Vec<String> = render(&good()).iter().map(|r| r.to_string()).collect();
-    assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1 + 2, "{rows:#?}");
+    assert_eq!(rows.len(), 2 + 2 + 1 + 1 + 2 + 2 + 1 + 1 + 2, "{rows:#?}");
     assert!(rows[0].contains("verbatim on pristine"));
     assert!(rows[2].contains("skipped: install paths"));
     assert!(rows[3].contains("mypy on report.py"));
     assert!(rows[4].contains("Python: split / weights evaluated / compiled"));
     assert!(rows[5].contains("2 compiled shape(s)"));
     assert!(rows[10].contains("fail on both (1): failed because"));
+    assert!(rows[11].contains("precompiled preamble"));
     assert!(
-        rows[11].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400")
+        rows[12].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400")
     );
 }

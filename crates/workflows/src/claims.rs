@@ -25,7 +25,7 @@ pub struct SlowCheck {
     /// Builds what the check uses before it measures anything (wheels,
     /// environments, projects): the same calls its collection makes, which
     /// then find them built. `cargo xtask test` runs these beside the other
-    /// tests (`crate::prepare`).
+    /// tests (`cargo xtask prepare`).
     pub prepare: Option<fn() -> Result<()>>,
 }
 

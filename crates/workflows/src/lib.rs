@@ -9,7 +9,6 @@ pub mod docs;
 pub mod fuzz;
 pub mod leak_curve;
 pub mod mlx;
-pub mod prepare;
 pub mod race;
 pub mod rebase;
 pub mod sanitize;

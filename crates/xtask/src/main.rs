@@ -38,9 +38,6 @@ enum Command {
     Demo(w::demo::DemoArgs),
     /// The whole regression suite (what CI runs on the default base).
     Test(w::test::TestArgs),
-    /// Build what the slow checks use (wheels, environments, projects), so
-    /// that they then only measure; `test` runs it beside the other tests.
-    Prepare,
     /// MLX's own C++ test suite built from a variant; the rest goes to doctest.
     MlxTests {
         #[arg(value_parser = cli::variant)]
@@ -100,7 +97,6 @@ fn main() -> ExitCode {
         Command::Prefix { variant } => w::mlx::prefix(variant),
         Command::Demo(a) => w::demo::run(a),
         Command::Test(a) => w::test::run(a),
-        Command::Prepare => w::prepare::run(),
         Command::MlxTests {
             variant,
             doctest_args,

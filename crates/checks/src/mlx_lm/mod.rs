@@ -340,15 +340,6 @@ impl Check for MlxLm {
     }
 }
 
-/// What the check builds before it measures: mlx-lm's environment over
-/// each variant's wheels, and its source package for the suite.
-pub fn prepare() -> Result<()> {
-    for v in [Variant::PRISTINE, Variant::PATCHED] {
-        environment(v)?;
-    }
-    sdist().map(|_| ())
-}
-
 /// The check as the suite and `cargo xtask mlx-lm-check` run it.
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     outcome(&MlxLm, rows)

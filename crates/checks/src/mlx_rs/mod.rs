@@ -280,19 +280,6 @@ fn suite_command(variant: Variant, mlx: &Artifacts, preload: Option<&Path>) -> R
     Ok(test)
 }
 
-/// What the check builds before it measures: the report's scenario
-/// against each variant, and mlx-rs's own tests against patched.
-pub fn prepare() -> Result<()> {
-    if mlx_harness::config::options()?.base.mlxc.is_none() {
-        return Ok(());
-    }
-    for v in [Variant::PRISTINE, Variant::PATCHED] {
-        build_proof(v, &prefix_of(v)?)?;
-    }
-    let mut build = suite_command(Variant::PATCHED, &prefix_of(Variant::PATCHED)?, None)?;
-    mlx_harness::process::run(build.arg("--no-run"))
-}
-
 /// [`run_suite`] with a library preloaded into each test binary (through a
 /// cargo runner, so that cargo and rustc run without it) and libtest
 /// arguments after `--`.

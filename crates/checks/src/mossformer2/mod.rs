@@ -160,20 +160,6 @@ fn cycles(bins: &Path, n: u32) -> Result<Vec<i64>> {
         .collect()
 }
 
-/// What the check builds before it measures: the port against each
-/// variant, its tests against patched, and mlx-audio's environment over
-/// each variant's wheels.
-pub fn prepare() -> Result<()> {
-    if mlx_harness::config::options()?.base.mlxc.is_none() {
-        return Ok(());
-    }
-    for v in [Variant::PRISTINE, Variant::PATCHED] {
-        build(v, Profile::Dev)?;
-        mlx_harness::python_env::mlx_audio_env(v)?;
-    }
-    mlx_harness::process::run(&mut port_cargo(Variant::PATCHED, &["test", "--no-run", "--quiet"])?)
-}
-
 /// The port against mlx-audio on both variants.
 pub struct Mossformer2;
 

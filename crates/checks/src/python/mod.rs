@@ -235,15 +235,6 @@ impl Check for Python {
     }
 }
 
-/// What the check builds before it measures: each variant's wheels and
-/// its environment.
-pub fn prepare() -> Result<()> {
-    for v in VARIANTS {
-        python_for(v)?;
-    }
-    Ok(())
-}
-
 /// The check as the suite and `cargo xtask python-check` run it.
 pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
     outcome(&Python, rows)

@@ -130,9 +130,6 @@ pub fn run(args: TestArgs) -> Result<()> {
     let report = report_dir()?;
     let _ = std::fs::remove_dir_all(&report);
     std::fs::create_dir_all(&report)?;
-    // What the slow checks build, built beside the other tests.
-    let preparation =
-        crate::prepare::start(opts.base.version, report.join("prepare.log"))?;
     let rows = report.join(report::ROWS);
     // Every test process inherits them: where the table goes, and the slow
     // checks on.
@@ -184,10 +181,6 @@ pub fn run(args: TestArgs) -> Result<()> {
             }
         }
     }
-
-    // Its failure is no test's: the check that needs a step builds it
-    // again and fails as itself.
-    let _ = preparation.finish();
 
     // The slow checks, in the registry's order; the figures belong to this
     // tree and series only once everything before the last passed.

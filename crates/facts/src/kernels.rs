@@ -9,11 +9,6 @@
 pub const PREAMBLE_HEADER: &str = "mlx/backend/cpu/compiled_preamble.h";
 
 /// The flags of every kernel's compile that a precompiled header must
-/// share, in the order MLX writes them.
+/// share, in the order MLX writes them (the Python check fails when MLX's
+/// own compile stops reading the header precompiled with them).
 pub const COMPILE_FLAGS: &[&str] = &["-std=c++17", "-O3", "-Wall", "-fPIC"];
-
-/// The start of the command MLX runs, as its source writes it: the check
-/// that [`COMPILE_FLAGS`] are still upstream's.
-pub fn command_prefix() -> String {
-    format!("g++ {} -shared", COMPILE_FLAGS.join(" "))
-}

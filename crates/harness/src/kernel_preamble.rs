@@ -45,6 +45,40 @@ pub fn gxx(include: &Path) -> Command {
     c
 }
 
+/// The stamp beside a precompiled header: the [`key`] it was made for.
+fn stamp_of(gch: &Path) -> PathBuf {
+    gch.with_extension("gch.sha256")
+}
+
+/// What a precompiled copy of `header` depends on: the header's bytes,
+/// g++'s version and the flags.
+fn key(header: &Path) -> Result<String> {
+    let version = Command::new("g++")
+        .arg("--version")
+        .output()
+        .context("cannot run g++ --version")?;
+    let mut key = mlx_patched::Fingerprint::new("kernel preamble 1");
+    key.file(header)?
+        .text("g++", String::from_utf8_lossy(&version.stdout))
+        .text("flags", COMPILE_FLAGS.join(" "));
+    Ok(key.finish())
+}
+
+/// Runs a compile of g++'s, which prints its warnings: they are shown only
+/// when it fails.
+fn run_gxx(cmd: &mut Command, what: &Path) -> Result<()> {
+    let out = cmd.output().context("cannot run g++")?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(anyhow!(
+        "g++ could not compile {} ({}):\n{}",
+        what.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
 /// Precompiles the preamble beside its header in the environment of
 /// `python`, unless the one there was made from the same header by the
 /// same g++. An environment without MLX's headers is left alone.
@@ -54,39 +88,21 @@ pub fn precompile(python: &Path) -> Result<()> {
     };
     let header = include.join(PREAMBLE_HEADER);
     let gch = gch_of(&include);
-    let stamp = gch.with_extension("gch.sha256");
-    let version = Command::new("g++")
-        .arg("--version")
-        .output()
-        .context("cannot run g++ --version")?;
-    let mut key = mlx_patched::Fingerprint::new("kernel preamble 1");
-    key.file(&header)?
-        .text("g++", String::from_utf8_lossy(&version.stdout))
-        .text("flags", COMPILE_FLAGS.join(" "));
-    let key = key.finish();
-    if gch.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == key) {
+    let key = key(&header)?;
+    if gch.is_file() && std::fs::read_to_string(stamp_of(&gch)).is_ok_and(|s| s.trim() == key) {
         return Ok(());
     }
     // Neither stays behind a failed or stale compile.
-    let _ = std::fs::remove_file(&stamp);
-    let _ = std::fs::remove_file(&gch);
-    let out = gxx(&include)
-        .args(["-x", "c++-header"])
-        .arg(&header)
-        .arg("-o")
-        .arg(&gch)
-        .output()
-        .context("cannot run g++")?;
-    if !out.status.success() {
-        let _ = std::fs::remove_file(&gch);
-        return Err(anyhow!(
-            "g++ could not precompile {} ({}):\n{}",
-            header.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    std::fs::write(&stamp, key)?;
+    remove_in(&include);
+    run_gxx(
+        gxx(&include)
+            .args(["-x", "c++-header"])
+            .arg(&header)
+            .arg("-o")
+            .arg(&gch),
+        &header,
+    )?;
+    std::fs::write(stamp_of(&gch), key)?;
     Ok(())
 }
 
@@ -114,22 +130,15 @@ pub fn compile_kernel(include: &Path, source: &Path, dir: &Path) -> Result<Compi
     let library = dir.join("kernel.so");
     let deps = dir.join("kernel.d");
     let _ = std::fs::remove_file(&deps);
-    let out = gxx(include)
-        .arg("-shared")
-        .arg(source)
-        .arg("-o")
-        .arg(&library)
-        .var(mlx_patched::other_vars::DEPENDENCIES_OUTPUT, &deps)
-        .output()
-        .context("cannot run g++")?;
-    if !out.status.success() {
-        return Err(anyhow!(
-            "g++ could not compile {} ({}):\n{}",
-            source.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    run_gxx(
+        gxx(include)
+            .arg("-shared")
+            .arg(source)
+            .arg("-o")
+            .arg(&library)
+            .var(mlx_patched::other_vars::DEPENDENCIES_OUTPUT, &deps),
+        source,
+    )?;
     Ok(Compiled {
         library: std::fs::read(&library)?,
         parsed_header: names_the_header(
@@ -204,7 +213,7 @@ pub fn check_use(python: &Path, kernels: &Path, dir: &Path) -> Result<Use> {
     let source = walk_for_source(kernels)?
         .ok_or_else(|| anyhow!("no kernel source under {}", kernels.display()))?;
     let bare = dir.join("include");
-    crate::process::run(Command::new("cp").arg("-r").arg(&include).arg(&bare))?;
+    mlx_patched::copy_tree(&include, &bare)?;
     remove_in(&bare);
     let with = compile_kernel(&include, &source, &dir.join("with"))?;
     let without = compile_kernel(&bare, &source, &dir.join("without"))?;
@@ -218,7 +227,7 @@ pub fn check_use(python: &Path, kernels: &Path, dir: &Path) -> Result<Use> {
 
 fn remove_in(include: &Path) {
     let gch = gch_of(include);
-    let _ = std::fs::remove_file(gch.with_extension("gch.sha256"));
+    let _ = std::fs::remove_file(stamp_of(&gch));
     let _ = std::fs::remove_file(gch);
 }
 
@@ -288,14 +297,8 @@ mod tests {
         )
         .unwrap();
         precompile(&python).unwrap();
-        let stamp = std::fs::read_to_string(gch.with_extension("gch.sha256")).unwrap();
-        let mut key = mlx_patched::Fingerprint::new("kernel preamble 1");
-        let version = Command::new("g++").arg("--version").output().unwrap();
-        key.file(&header)
-            .unwrap()
-            .text("g++", String::from_utf8_lossy(&version.stdout))
-            .text("flags", COMPILE_FLAGS.join(" "));
-        assert_eq!(stamp, key.finish());
+        let stamp = std::fs::read_to_string(stamp_of(&gch)).unwrap();
+        assert_eq!(stamp, key(&header).unwrap());
 
         // No headers: nothing to do.
         precompile(&dir.join("empty/bin/python")).unwrap();

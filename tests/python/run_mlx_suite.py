@@ -13,13 +13,17 @@ reason or the last line of the traceback.
 
     python run_mlx_suite.py <tests dir>
     python run_mlx_suite.py <tests dir> --only <test id>...
+    python run_mlx_suite.py <tests dir> --except <test id>...
     python run_mlx_suite.py <tests dir> --repeat N [--hang-after S] <test id>...
     python run_mlx_suite.py <tests dir> --once <test id>
 
 The second form runs only the named tests, as the first runs all: the
 control runs the tests the fix did not pass, which is all a comparison
-needs. The third form runs each test N times alone, each run in a process of its
-own (the third form), two at a time, and counts its failures: how the
+needs. The third form runs every test but the named, as the first runs
+all: a test whose outcome depends on timing runs apart from a suite that
+shares the machine; a name that matches no test is its own error. The
+fourth form runs each test N times alone, each run in a process of its
+own (the fifth form), two at a time, and counts its failures: how the
 caller tells a test that is flaky on one build from one that is flaky on
 both. Runs in one process would not be independent trials: a process keeps
 what earlier runs left behind (MLX's scheduler, its caches), and one run
@@ -214,6 +218,16 @@ def main():
             else:
                 suite.addTests(loaded)
         outcomes.update(run(suite, True))
+    elif len(sys.argv) > 2 and sys.argv[2] == "--except":
+        apart = set(sys.argv[3:])
+        every = list(flatten(unittest.defaultTestLoader.discover(tests_dir)))
+        outcomes = {}
+        for test_id in sorted(apart - {t.id() for t in every}):
+            outcomes[test_id] = ("error", "no such test to run apart")
+            emit(event="result", id=test_id, outcome="error", detail=outcomes[test_id][1])
+        # Discovery's order is kept, so a class's tests stay together and its
+        # fixtures run once.
+        outcomes.update(run(unittest.TestSuite(t for t in every if t.id() not in apart), True))
     else:
         outcomes = run(unittest.defaultTestLoader.discover(tests_dir), True)
     for test_id, (outcome, _) in sorted(outcomes.items()):

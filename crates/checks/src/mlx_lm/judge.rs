@@ -2,12 +2,12 @@
 //! the claims it must make ([`judge`]) and its rows ([`render`]), both
 //! pure and tested here on made-up evidence.
 
-use mlx_harness::peer_suite::{pytest_exit_problem, regression, Suite, RERUNS};
-use mlx_harness::process::Ran;
-use mlx_harness::tally::Tally;
 use mlx_expectations::outcomes::{by_word, failing_on_both, regressions, Outcome};
 use mlx_expectations::report::Row;
 use mlx_expectations::ServerCell;
+use mlx_harness::peer_suite::{pytest_exit_problem, regression, Suite, RERUNS};
+use mlx_harness::process::Ran;
+use mlx_harness::tally::Tally;
 use mlx_patched::{Expectations, Variant};
 use std::collections::BTreeMap;
 use std::process::ExitStatus;

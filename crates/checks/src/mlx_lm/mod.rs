@@ -16,14 +16,14 @@ use mlx_harness::python_env::{python_root, sha256_hex, venv_with};
 mod judge;
 use mlx_harness::check::{outcome, Check};
 
-use mlx_harness::error::{anyhow, Context, Result};
-use mlx_harness::process::Ran;
-use mlx_harness::paths::workspace_root;
-use mlx_harness::tally::Tally;
 use judge::{Aborted, Evidence, Logits, ServerRuns, SuiteRun, UserPath, EXCLUDED};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::{ServerLeak, SERVER_CELLS};
+use mlx_harness::error::{anyhow, Context, Result};
+use mlx_harness::paths::workspace_root;
+use mlx_harness::process::Ran;
+use mlx_harness::tally::Tally;
 use mlx_patched::CommandVars;
 use mlx_patched::{Expectations, Variant};
 use std::path::{Path, PathBuf};
@@ -336,7 +336,10 @@ impl Check for MlxLm {
         judge::render(e)
     }
     fn notes(&self, e: &Evidence) -> Vec<String> {
-        judge::failing_on_both_lines(e).into_iter().map(|l| format!("fails on both: {l}")).collect()
+        judge::failing_on_both_lines(e)
+            .into_iter()
+            .map(|l| format!("fails on both: {l}"))
+            .collect()
     }
 }
 
@@ -420,26 +423,37 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         status: out.status,
     };
 
-    // 2. The model-server cells.
+    // 2. The model-server cells. Each variant's first process runs apart
+    // from the others of its variant: it JIT-builds the cell's kernels,
+    // which the control writes in place, so two processes building the same
+    // one can load it half-written (finding 008; the fork's 0009 fixes that,
+    // the control keeps it). The variants build in caches of their own
+    // (`kernel_tmp`), so their first processes run side by side, then all
+    // the others two at a time.
     let mut server = Vec::new();
     for cell in SERVER_CELLS {
+        let cycles = cell.cycles.to_string();
+        let args = [
+            "--arch",
+            cell.arch,
+            "--cell",
+            cell.workload,
+            "--cycles",
+            &cycles,
+        ];
+        let firsts = side_by_side(&envs, |(v, python)| server_run(*v, python, &args));
+        let rest: Vec<&(Variant, PathBuf)> = envs
+            .iter()
+            .flat_map(|env| (1..cell.processes()).map(move |_| env))
+            .collect();
+        let mut rest_runs: Vec<(Variant, Result<Vec<Record>>)> = Vec::new();
+        for pair in rest.chunks(2) {
+            let done = side_by_side(pair, |(v, python)| server_run(*v, python, &args));
+            rest_runs.extend(pair.iter().map(|(v, _)| *v).zip(done));
+        }
         let mut on = Vec::new();
-        for (v, python) in &envs {
-            let cycles = cell.cycles.to_string();
-            let args = [
-                "--arch",
-                cell.arch,
-                "--cell",
-                cell.workload,
-                "--cycles",
-                &cycles,
-            ];
-            // The first process alone (it JIT-builds the cell's kernels,
-            // which the control writes in place: two processes building the
-            // same one can load it half-written, finding 008; the fork's
-            // 0009 fixes that, the control keeps it), then the rest two at a
-            // time.
-            let first = server_run(*v, python, &args)?;
+        for ((v, _), first) in envs.iter().zip(firsts) {
+            let first = first?;
             let weights = first
                 .iter()
                 .find(|r| r.kind == "weights")
@@ -447,24 +461,9 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
                 .unwrap_or(0);
             let digests = digests_of(&first);
             let mut runs = vec![cycles_of(&first, "retained_bytes")];
-            let rest: Vec<u32> = (1..cell.processes()).collect();
-            for pair in rest.chunks(2) {
-                let done: Vec<Result<Vec<Record>>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = pair
-                        .iter()
-                        .map(|_| s.spawn(|| server_run(*v, python, &args)))
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err(anyhow!("a runner thread panicked")))
-                        })
-                        .collect()
-                });
-                for records in done {
-                    runs.push(cycles_of(&records?, "retained_bytes"));
-                }
+            for (_, records) in rest_runs.iter_mut().filter(|(rv, _)| rv == v) {
+                let records = std::mem::replace(records, Ok(Vec::new()))?;
+                runs.push(cycles_of(&records, "retained_bytes"));
             }
             println!(
                 "{} on {} ({} of weights, expected {}): {runs:?}",
@@ -489,8 +488,11 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     // 4. Numerics: eager and compiled logits, the same bits on both variants.
     let mut numerics = Vec::new();
     for arch in ["phi3", "llama"] {
-        for (v, python) in &envs {
-            let records = server_run(*v, python, &["--arch", arch, "--numerics"])?;
+        let done = side_by_side(&envs, |(v, python)| {
+            server_run(*v, python, &["--arch", arch, "--numerics"])
+        });
+        for ((v, _), records) in envs.iter().zip(done) {
+            let records = records?;
             let r = records
                 .iter()
                 .find(|r| r.kind == "numerics")

@@ -2,10 +2,10 @@
 //! the claims it must make ([`judge`]) and its rows in the run's table
 //! ([`render`]). Both are pure, and tested here on made-up evidence.
 
-use mlx_harness::tally::Tally;
 use mlx_expectations::outcomes::{by_word, regressions};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
+use mlx_harness::tally::Tally;
 use mlx_patched::{Expectations, Variant};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,6 +35,14 @@ pub struct Repeats {
 /// patched: rare on both, so the judge compares rates
 /// ([`flaky_regression`]) and asks no failure of pristine.
 pub const FLAKY_REPEATS: u32 = 1000;
+
+/// MLX Python tests whose outcome depends on timing, run apart from
+/// patched's whole suite (which shares the machine with the check's other
+/// work) and then alone. Beside that work, `test_async_eval_error_in_
+/// synchronize` failed and passed on its retry, and the check spent its
+/// 2 x 1000 repeats on it. A name here that matches no test is an error
+/// result on patched, so a stale entry fails the check.
+pub const RUN_APART: &[&str] = &["test_eval.TestEval.test_async_eval_error_in_synchronize"];
 
 /// MLX's Python suite on one variant: outcome and detail per test id.
 pub type SuiteResults = BTreeMap<String, (String, String)>;

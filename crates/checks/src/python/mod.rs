@@ -7,16 +7,19 @@ use mlx_harness::python_env::{
     build_wheel, kernel_tmp, python_for, python_root, report_script, run_python,
 };
 mod judge;
+mod suite;
 use mlx_harness::check::{outcome, Check};
+pub use suite::{suite_events, suite_results, SuiteEvent};
+use suite::{suites_and_repeats, whole_suite_beside};
 
-use mlx_harness::error::{anyhow, Context, Result};
-use mlx_harness::tally::Tally;
-use mlx_harness::paths::workspace_root;
+use judge::VARIANTS;
 use judge::{Ablation, AblationRun, Evidence, FindingRun, SecondShape};
-use judge::{Repeats, FLAKY_REPEATS, VARIANTS};
 use mlx_expectations::record::{parse_records, Record};
 use mlx_expectations::report::Row;
 use mlx_expectations::Cell;
+use mlx_harness::error::{anyhow, Context, Result};
+use mlx_harness::paths::workspace_root;
+use mlx_harness::tally::Tally;
 use mlx_patched::CommandVars;
 use mlx_patched::Expectations;
 use mlx_patched::Variant;
@@ -36,187 +39,6 @@ fn records(stdout: &str) -> Vec<Record> {
         .filter(|r| r.kind == "cycle")
         .collect()
 }
-
-/// MLX's Python suite on one interpreter: outcome and detail per test id.
-/// A test that failed and passed when run again alone is `flaky`. The
-/// runner streams its events, so a crash names the test that was running.
-/// `tmp` is its `TMPDIR`, which holds MLX's kernel cache. `only`: the tests
-/// to run, in one process as the whole suite runs; `None`: every test.
-fn mlx_suite(
-    python: &Path,
-    tree: &Path,
-    only: Option<&[String]>,
-    log: &Path,
-    tmp: &Path,
-) -> Result<BTreeMap<String, (String, String)>> {
-    if only.is_some_and(|ids| ids.is_empty()) {
-        return Ok(BTreeMap::new());
-    }
-    let runner = workspace_root().join("tests/python/run_mlx_suite.py");
-    let mut cmd = Command::new(python);
-    cmd.arg(&runner).arg(tree.join("python/tests"));
-    if let Some(ids) = only {
-        cmd.arg("--only").args(ids);
-    }
-    let out = cmd
-        .var(mlx_patched::other_vars::DEVICE, "cpu")
-        .var(mlx_patched::other_vars::TMPDIR, tmp)
-        .output()?;
-    std::fs::write(
-        log,
-        [out.stdout.as_slice(), b"\n", out.stderr.as_slice()].concat(),
-    )?;
-    let (results, running) = suite_results(&suite_events(&String::from_utf8_lossy(&out.stdout))?);
-    if let Some(id) = running {
-        return Err(anyhow!(
-            "MLX's Python suite died ({}) while running {id}; see {}",
-            out.status,
-            log.display()
-        ));
-    }
-    if !out.status.success() {
-        return Err(anyhow!(
-            "MLX's Python suite exited with {} after {} results; see {}",
-            out.status,
-            results.len(),
-            log.display()
-        ));
-    }
-    if results.is_empty() {
-        return Err(anyhow!(
-            "MLX's Python suite reported nothing ({}); see {}",
-            out.status,
-            log.display()
-        ));
-    }
-    Ok(results)
-}
-
-/// One line of the suite runner (see `tests/python/run_mlx_suite.py`).
-#[derive(Debug, Default)]
-pub struct SuiteEvent {
-    event: String,
-    id: String,
-    outcome: String,
-    detail: String,
-    runs: u64,
-    failures: u64,
-    unjudged: u64,
-    hung: u64,
-}
-
-/// The outcome of each test from the runner's events, and the test that
-/// had started and not ended when they stop (the one a crash interrupted).
-pub fn suite_results(
-    events: &[SuiteEvent],
-) -> (BTreeMap<String, (String, String)>, Option<String>) {
-    let mut results: BTreeMap<String, (String, String)> = BTreeMap::new();
-    let mut running: Option<String> = None;
-    for e in events {
-        match e.event.as_str() {
-            "start" => running = Some(e.id.clone()),
-            "result" => {
-                if running.as_deref() == Some(e.id.as_str()) {
-                    running = None;
-                }
-                results.insert(e.id.clone(), (e.outcome.clone(), e.detail.clone()));
-            }
-            "retry" if e.outcome == "passed" => {
-                let first = results
-                    .get(&e.id)
-                    .map(|(_, d)| d.clone())
-                    .unwrap_or_default();
-                results.insert(
-                    e.id.clone(),
-                    (
-                        "flaky".into(),
-                        format!("failed once ({first}), passed when run again"),
-                    ),
-                );
-            }
-            _ => {}
-        }
-    }
-    (results, running)
-}
-
-pub fn suite_events(stdout: &str) -> Result<Vec<SuiteEvent>> {
-    let mut events = Vec::new();
-    for line in stdout.lines().filter(|l| l.starts_with('{')) {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("bad line from the suite runner: {line}"))?;
-        let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-        events.push(SuiteEvent {
-            event: s("event"),
-            id: s("id"),
-            outcome: s("outcome"),
-            detail: s("detail"),
-            runs: v["runs"].as_u64().unwrap_or(0),
-            failures: v["failures"].as_u64().unwrap_or(0),
-            unjudged: v["unjudged"].as_u64().unwrap_or(0),
-            hung: v["hung"].as_u64().unwrap_or(0),
-        });
-    }
-    Ok(events)
-}
-
-/// Runs each of `ids` alone `times` times, each run in a fresh process (runs
-/// in one process are not independent trials: upstream's
-/// `test_async_eval_error_in_synchronize`, repeated in one process, hangs
-/// it for good after a few hundred runs; finding 010): how many runs
-/// failed. A run that does not end within `hang_after` is killed and counts
-/// as a failure. A run that gives no result to count (skipped, or the test
-/// cannot be loaded alone) makes the comparison impossible: an error.
-fn repeat_tests(
-    python: &Path,
-    tree: &Path,
-    ids: &[&String],
-    times: u32,
-    hang_after: std::time::Duration,
-) -> Result<BTreeMap<String, Repeats>> {
-    let runner = workspace_root().join("tests/python/run_mlx_suite.py");
-    let mut found = BTreeMap::new();
-    for id in ids {
-        let out = Command::new(python)
-            .arg(&runner)
-            .arg(tree.join("python/tests"))
-            .args(["--repeat", &times.to_string()])
-            .args(["--hang-after", &hang_after.as_secs().to_string()])
-            .arg(id.as_str())
-            .var(mlx_patched::other_vars::DEVICE, "cpu")
-            .output()?;
-        let events = suite_events(&String::from_utf8_lossy(&out.stdout))?;
-        let Some(e) = events.iter().find(|e| e.event == "repeat" && &e.id == *id) else {
-            return Err(anyhow!(
-                "repeating {id} reported nothing ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        };
-        if !out.status.success() || e.unjudged > 0 || e.runs != u64::from(times) {
-            return Err(anyhow!(
-                "{id} alone: {} of {} runs gave no result to compare ({}; {})",
-                e.unjudged,
-                e.runs,
-                e.detail,
-                out.status
-            ));
-        }
-        found.insert(
-            id.to_string(),
-            Repeats {
-                runs: e.runs,
-                failures: e.failures,
-                hung: e.hung,
-            },
-        );
-    }
-    Ok(found)
-}
-
-/// How long one run of a repeated test may take before it counts as hung
-/// (a run takes a fraction of a second; each hang seen costs this much).
-const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The fork as a Python package: the report's script, the ablation, the
 /// second shape and MLX's Python suite, on both variants.
@@ -242,18 +64,75 @@ pub fn check(rows: &mut Vec<Row>) -> Result<Tally> {
 
 /// Runs everything the Python check looks at, on both variants; judges
 /// nothing (the install paths judge their own, as one part).
+///
+/// MLX's Python suite on patched, the longest part, runs in the background
+/// from the start: one process, mostly on one core, beside the parts whose
+/// processes measure memory and bits, never time. Its tests that depend on
+/// timing (`judge::RUN_APART`) run after it, alone, and so does the
+/// control's part of the suite, which needs patched's results.
 fn collect(expectations: &Expectations) -> Result<Evidence> {
     let show_the_bug = judge::shown_in(&mlx_patched::run_series()?);
     let mut pythons = Vec::new();
     for v in VARIANTS {
         pythons.push((v, python_for(v)?));
     }
+    let tests_tree = mlx_patched::build(Variant::PATCHED, &mlx_harness::config::options()?)?
+        .source_dir()
+        .to_path_buf();
+    let (on_patched, beside) = std::thread::scope(|s| {
+        let suite = s.spawn(|| whole_suite_beside(&pythons[1].1, &tests_tree));
+        let beside = beside_the_suite(expectations, &pythons);
+        let suite = suite
+            .join()
+            .unwrap_or_else(|_| Err(anyhow!("the thread running MLX's Python suite panicked")));
+        (suite, beside)
+    });
+    let (on_patched, beside) = (on_patched?, beside?);
+    let (suites, repeats, preamble) =
+        suites_and_repeats(&pythons, &tests_tree, &show_the_bug, on_patched)?;
+    let Beside {
+        report,
+        install,
+        ablation,
+        second_shape,
+        findings,
+        fixed_layout,
+    } = beside;
+    Ok(Evidence {
+        show_the_bug,
+        report,
+        install,
+        ablation,
+        second_shape,
+        findings,
+        suites,
+        repeats,
+        fixed_layout,
+        preamble,
+    })
+}
 
+/// What the check measures beside patched's run of MLX's Python suite.
+struct Beside {
+    report: Vec<(Variant, Vec<i64>)>,
+    install: crate::pip_installs::judge::Evidence,
+    ablation: Vec<Ablation>,
+    second_shape: Vec<SecondShape>,
+    findings: Vec<FindingRun>,
+    fixed_layout: Vec<judge::LayoutRuns>,
+}
+
+/// The report's script, the install paths, the ablation, the second shape,
+/// the fuzzer's findings and the fixed-layout sweep, on both variants.
+fn beside_the_suite(
+    expectations: &Expectations,
+    pythons: &[(Variant, std::path::PathBuf)],
+) -> Result<Beside> {
     // 1. The report's script, verbatim.
     let (script, identity) = report_script()?;
     println!("the report's script: {} ({identity})", script.display());
     let mut report = Vec::new();
-    for (v, python) in &pythons {
+    for (v, python) in pythons {
         let mib = crate::pip_installs::report_mib(&run_python(python, &script, &[])?);
         println!("report.py on {}: {:?} MiB retained", v.name, mib);
         report.push((*v, mib));
@@ -277,7 +156,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
             .chain(cell.flags())
             .collect();
         let mut runs = Vec::new();
-        for (v, python) in &pythons {
+        for (v, python) in pythons {
             let recs = records(&run_python(python, &ablation_script, &args)?);
             let retained: Vec<i64> = recs
                 .iter()
@@ -319,7 +198,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
     // 3. The report's side note: a second compiled shape.
     let side = workspace_root().join("tests/python/second_shape.py");
     let mut second_shape = Vec::new();
-    for (v, python) in &pythons {
+    for (v, python) in pythons {
         for shapes in [1, 2] {
             let recs = records(&run_python(
                 python,
@@ -371,7 +250,7 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         };
         let file = scripts.join(format!("{stem}.py"));
         std::fs::write(&file, script)?;
-        for (v, python) in &pythons {
+        for (v, python) in pythons {
             let with: &[String] = if *v == Variant::PRISTINE {
                 &[]
             } else {
@@ -403,70 +282,12 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         }
     }
 
-    // 4. MLX's Python suite: the whole of it on patched, then on the control
-    // the tests that did not pass there and the series' tests that must
-    // show their bug. Every comparison the judge makes (a lost pass, a
-    // failure or flakiness on patched alone, a failure on both, a bug
-    // shown) concerns a test that did not pass on patched or a series'
-    // test, so the control's other results would decide nothing. Both run
-    // the tests of the patched tree, the series' new tests with them, as
-    // the control runs the series' C++ tests (`PRISTINE_PATHS`): they are
-    // Python, read by either wheel. Each variant builds its kernels in a
-    // cache of its own: since `0032` they compute other code under the
-    // same names.
-    let tests_tree = mlx_patched::build(Variant::PATCHED, &mlx_harness::config::options()?)?
-        .source_dir()
-        .to_path_buf();
-    let mut suites = BTreeMap::new();
-    for (v, python) in pythons.iter().rev() {
-        let cache = kernel_tmp(*v, true)?;
-        let only = (*v == Variant::PRISTINE).then(|| {
-            judge::control_subset(&suites[Variant::PATCHED.name], &show_the_bug)
-        });
-        match &only {
-            Some(ids) => eprintln!(
-                "running {} tests of MLX's Python suite on {} (DEVICE=cpu): those that did not pass on patched, and the series' own",
-                ids.len(),
-                v.name
-            ),
-            None => eprintln!("running MLX's Python test suite on {} (DEVICE=cpu)", v.name),
-        }
-        let log = python_root()?.join(v.name).join("mlx-python-suite.log");
-        let ran = mlx_suite(python, &tests_tree, only.as_deref(), &log, &cache)?;
-        suites.insert(v.name, ran);
-    }
-    // Patched's environment compiles MLX's kernels from the precompiled
-    // preamble, to the same bytes; one of the suite's kernels shows it.
-    let preamble = mlx_harness::kernel_preamble::check_use(
-        &pythons[1].1,
-        &kernel_tmp(Variant::PATCHED, false)?,
-        &python_root()?.join("kernel-preamble-check"),
-    )?;
-    println!("the precompiled kernel preamble in patched's environment: {preamble:?}");
-    // A test flaky on patched and not explained by pristine's results, or
-    // failing on patched where pristine passed, runs alone, as often on
-    // each variant: independent processes, not one shaped by earlier tests.
-    let unexplained = judge::judged_alone(
-        &suites[Variant::PRISTINE.name],
-        &suites[Variant::PATCHED.name],
-    );
-    let mut repeats = BTreeMap::new();
-    if !unexplained.is_empty() {
-        let ids: Vec<&String> = unexplained.iter().collect();
-        let on_pristine =
-            repeat_tests(&pythons[0].1, &tests_tree, &ids, FLAKY_REPEATS, HANG_AFTER)?;
-        let on_patched = repeat_tests(&pythons[1].1, &tests_tree, &ids, FLAKY_REPEATS, HANG_AFTER)?;
-        for id in unexplained {
-            let both = (on_patched[&id], on_pristine[&id]);
-            repeats.insert(id, both);
-        }
-    }
     // The real model's leak made deterministic (finding 013): the same
     // layouts swept twice per variant under the fixed heap layout.
     let preload = crate::real_model::fixed_layout_library()?;
     let sweep = workspace_root().join("tests/python/fixed_layout_leak.py");
     let mut fixed_layout = Vec::new();
-    for (v, python) in &pythons {
+    for (v, python) in pythons {
         let mut leaked: [Vec<i64>; 2] = Default::default();
         let mut layouts = 0;
         let mut digest = String::new();
@@ -517,17 +338,13 @@ fn collect(expectations: &Expectations) -> Result<Evidence> {
         });
     }
 
-    Ok(Evidence {
-        show_the_bug,
+    Ok(Beside {
         report,
         install,
         ablation,
         second_shape,
         findings,
-        suites,
-        repeats,
         fixed_layout,
-        preamble,
     })
 }
 

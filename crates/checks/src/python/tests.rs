@@ -1,3 +1,5 @@
+use super::judge::Repeats;
+use super::suite::{mlx_suite, repeat_tests, Tests};
 use super::*;
 
 /// The runner on a small suite of its own: a pass, a failure, a test
@@ -28,7 +30,7 @@ fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
     let python = mlx_patched::Env::process().python();
     let python = Path::new(&python);
     let log = dir.join("log");
-    let results = mlx_suite(python, &dir, None, &log, &dir).unwrap();
+    let results = mlx_suite(python, &dir, Tests::All, &log, &dir).unwrap();
     let outcome = |id: &str| results.get(id).map(|(o, _)| o.as_str());
     assert_eq!(outcome("test_fake.T.test_a_pass"), Some("passed"));
     assert_eq!(outcome("test_fake.T.test_b_fail"), Some("failed"));
@@ -39,11 +41,26 @@ fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
     let only: Vec<String> = ["test_fake.T.test_b_fail", "test_fake.T.test_y_gone"]
         .map(String::from)
         .to_vec();
-    let some = mlx_suite(python, &dir, Some(&only), &log, &dir).unwrap();
+    let some = mlx_suite(python, &dir, Tests::Only(&only), &log, &dir).unwrap();
     assert_eq!(some.len(), 2, "{some:?}");
     assert_eq!(some["test_fake.T.test_b_fail"].0, "failed");
     assert_eq!(some["test_fake.T.test_y_gone"].0, "error");
-    assert!(mlx_suite(python, &dir, Some(&[]), &log, &dir).unwrap().is_empty());
+    assert!(mlx_suite(python, &dir, Tests::Only(&[]), &log, &dir)
+        .unwrap()
+        .is_empty());
+    // The form that sets tests apart: every test but the named, and a name
+    // that matches no test as its error.
+    let but = mlx_suite(
+        python,
+        &dir,
+        Tests::Except(&["test_fake.T.test_b_fail", "test_fake.T.test_z_gone"]),
+        &log,
+        &dir,
+    )
+    .unwrap();
+    assert!(!but.contains_key("test_fake.T.test_b_fail"), "{but:?}");
+    assert_eq!(but["test_fake.T.test_a_pass"].0, "passed");
+    assert_eq!(but["test_fake.T.test_z_gone"].0, "error");
     // Repeated alone: the failing test fails at once, the flaky one no more.
     let ids = [
         &"test_fake.T.test_b_fail".to_string(),
@@ -120,7 +137,9 @@ fn the_suite_runner_streams_results_retries_failures_and_names_a_crash() {
     std::fs::remove_file(tests.join("test_dies.py")).unwrap();
 
     std::fs::write(tests.join("test_fake.py"), "import os, unittest\nclass T(unittest.TestCase):\n    def test_a_pass(self): pass\n    def test_b_crash(self): os._exit(3)\n").unwrap();
-    let err = mlx_suite(python, &dir, None, &log, &dir).unwrap_err().to_string();
+    let err = mlx_suite(python, &dir, Tests::All, &log, &dir)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("while running test_fake.T.test_b_crash"),
         "{err}"
@@ -141,7 +160,13 @@ fn the_control_runs_the_tests_patched_did_not_pass_and_the_series_own() {
     .into_iter()
     .map(|(id, o)| (id.to_string(), (o.to_string(), String::new())))
     .collect();
-    let series = [("0046-x".to_string(), "e".to_string()), ("0045-y".to_string(), "b".to_string())];
-    assert_eq!(judge::control_subset(&patched, &series), ["b", "c", "d", "e"]);
+    let series = [
+        ("0046-x".to_string(), "e".to_string()),
+        ("0045-y".to_string(), "b".to_string()),
+    ];
+    assert_eq!(
+        judge::control_subset(&patched, &series),
+        ["b", "c", "d", "e"]
+    );
     assert!(judge::control_subset(&BTreeMap::new(), &[]).is_empty());
 }

@@ -5,12 +5,12 @@
 
 pub mod runner;
 
-use mlx_harness::slow_check::read_tally;
-use mlx_harness::error::{anyhow, Result};
-use mlx_harness::process::cargo;
-use mlx_harness::config::{options, variants_to_build};
-use mlx_harness::paths::{report_dir, MEASURED_FOR};
 use mlx_expectations::report;
+use mlx_harness::config::{options, variants_to_build};
+use mlx_harness::error::{anyhow, Result};
+use mlx_harness::paths::{report_dir, MEASURED_FOR};
+use mlx_harness::process::cargo;
+use mlx_harness::slow_check::read_tally;
 use mlx_patched::vars;
 use runner::Binary;
 use std::process::Command;
@@ -18,6 +18,20 @@ use std::process::Command;
 /// Test targets of the suite whose expectations depend on the variant the
 /// Rust API links: run again against the control.
 const LINKED_VARIANT_TESTS: &[&str] = &["rust_api_leak", "semantics", "fuzz"];
+
+/// Test targets whose claims rest on threads or processes racing (a race
+/// the control must show, or MLX's suite with its two-thread cases): they
+/// run one at a time, with the machine to themselves, after every other
+/// test ran beside another. The two race tests are named after the probes
+/// they drive.
+const TIMING_TARGETS: &[&str] = &[
+    mlx_patched::probes::KERNEL_CACHE_RACE,
+    mlx_patched::probes::RELEASE_RACE,
+    "fuzz",
+    "leak_matrix",
+    "mlx_suite",
+    "rejects_wrong_fixes",
+];
 
 /// The test target of the slow checks (`tests/slow_checks.rs`), one test
 /// per entry of the claim registry, run in its order after every other
@@ -33,19 +47,24 @@ struct Totals {
 }
 
 impl Totals {
-    fn run(&mut self, bin: &Binary, test: &str, report: &std::path::Path) -> Result<()> {
-        let check = is_check(bin).then_some(test);
-        // A slow check runs alone only with the slow checks on.
-        let rerun = match check {
-            Some(_) => format!("{}=1 {}", vars::MLX_FORK_SLOW_CHECKS.name, bin.rerun(test)),
-            None => bin.rerun(test),
-        };
-        if let Some(name) = check {
-            println!("\n== {name} ({rerun})");
-        }
-        let outcome = runner::run_test(bin, test, check.is_some())?;
+    /// Runs a slow check, its output streamed, and counts it.
+    fn run_check(&mut self, bin: &Binary, test: &str, report: &std::path::Path) -> Result<()> {
+        println!("\n== {test} ({})", rerun(bin, test));
+        let outcome = runner::run_test(bin, test, true)?;
+        self.count(bin, test, outcome, report);
+        Ok(())
+    }
+
+    /// Counts one test's outcome, and prints it.
+    fn count(
+        &mut self,
+        bin: &Binary,
+        test: &str,
+        outcome: runner::Outcome,
+        report: &std::path::Path,
+    ) {
         let id = format!("{} {}::{test}", bin.package, bin.target);
-        let tally = check.and_then(|name| read_tally(report, name));
+        let tally = is_check(bin).then(|| read_tally(report, test)).flatten();
         match (&tally, outcome.passed) {
             (Some(t), _) => {
                 self.passed += t.passed;
@@ -62,29 +81,51 @@ impl Totals {
                 outcome.took.as_secs_f64(),
                 outcome.status,
                 outcome.output.trim_end(),
-                rerun
+                rerun(bin, test)
             );
             // A failed test counts once, however many claims it named.
             if tally.as_ref().is_none_or(|t| t.failures.is_empty()) {
                 self.failed.push(format!("{id} ({})", outcome.status));
             }
         }
-        Ok(())
     }
 
-    /// Runs every test of `bins` but those `skip` selects.
-    fn run_all(
-        &mut self,
-        bins: &[Binary],
-        skip: impl Fn(&Binary) -> bool,
-        report: &std::path::Path,
-    ) -> Result<()> {
-        for bin in bins.iter().filter(|b| !skip(b)) {
-            for test in runner::tests_of(bin)? {
-                self.run(bin, &test, report)?;
-            }
+    /// Runs every test of `bins` but the slow checks: those of
+    /// [`TIMING_TARGETS`] one at a time after the rest, which run as many
+    /// at a time as the machine has cores.
+    fn run_tests(&mut self, bins: &[Binary], report: &std::path::Path) -> Result<()> {
+        let (mut side_by_side, mut alone) = (Vec::new(), Vec::new());
+        for bin in bins.iter().filter(|b| !is_check(b)) {
+            let to = if bin.kind == "test" && TIMING_TARGETS.contains(&bin.target.as_str()) {
+                &mut alone
+            } else {
+                &mut side_by_side
+            };
+            to.extend(runner::tests_of(bin)?.into_iter().map(|t| (bin.clone(), t)));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut lost = Vec::new();
+        runner::run_side_by_side(&side_by_side, cores, |bin, test, outcome| match outcome {
+            Ok(o) => self.count(bin, test, o, report),
+            Err(e) => lost.push(e),
+        });
+        if let Some(e) = lost.pop() {
+            return Err(e);
+        }
+        for (bin, test) in &alone {
+            let outcome = runner::run_test(bin, test, false)?;
+            self.count(bin, test, outcome, report);
         }
         Ok(())
+    }
+}
+
+/// The command that reruns one test alone; a slow check runs alone only
+/// with the slow checks on.
+fn rerun(bin: &Binary, test: &str) -> String {
+    match is_check(bin) {
+        true => format!("{}=1 {}", vars::MLX_FORK_SLOW_CHECKS.name, bin.rerun(test)),
+        false => bin.rerun(test),
     }
 }
 
@@ -167,11 +208,14 @@ pub fn run(args: TestArgs) -> Result<()> {
     }
     builds.push(("the suite linked to the control", control));
 
+    // Each configuration's tests run before the next is built: the
+    // control's build puts its fuzz worker (`src/bin/mlx-fuzz-worker.rs`,
+    // linked to the control) where patched's was.
     let mut checks = Vec::new();
     for (what, mut cmd) in builds {
         match runner::build(&mut cmd) {
             Ok(bins) => {
-                totals.run_all(&bins, is_check, &report)?;
+                totals.run_tests(&bins, &report)?;
                 checks.extend(bins.into_iter().filter(is_check));
             }
             Err(e) => {
@@ -246,7 +290,7 @@ fn run_check(
 ) -> Result<()> {
     match checks.iter().find(|b| b.target == SLOW_CHECK_TARGET) {
         Some(bin) if runner::tests_of(bin)?.iter().any(|t| t == name) => {
-            totals.run(bin, name, report)?;
+            totals.run_check(bin, name, report)?;
         }
         _ => totals.failed.push(format!(
             "{name}: no test of that name in tests/{SLOW_CHECK_TARGET}.rs was built"

@@ -158,6 +158,38 @@ pub fn run_test(bin: &Binary, test: &str, stream: bool) -> Result<Outcome> {
     })
 }
 
+/// Runs each `(binary, test)` of `jobs` in its own process, `workers` at
+/// a time, and hands each outcome to `done` as it ends (so in the order
+/// they end, not the order given). Output is kept, never streamed: two
+/// tests' lines would interleave.
+pub fn run_side_by_side(
+    jobs: &[(Binary, String)],
+    workers: usize,
+    mut done: impl FnMut(&Binary, &str, Result<Outcome>),
+) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        for _ in 0..workers.max(1).min(jobs.len()) {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((bin, test)) = jobs.get(i) else {
+                    break;
+                };
+                if tx.send((i, run_test(bin, test, false))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for (i, outcome) in rx {
+            done(&jobs[i].0, &jobs[i].1, outcome);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +259,25 @@ not json"#;
         assert!(
             !crash.passed,
             "a crash after the test's last line is a failure: {crash:?}"
+        );
+        // Side by side, every test runs once, with the same result.
+        let jobs: Vec<(Binary, String)> = ["pass", "fail", "crash_at_exit", "pass"]
+            .iter()
+            .map(|t| (bin.clone(), t.to_string()))
+            .collect();
+        let mut seen = Vec::new();
+        run_side_by_side(&jobs, 2, |_, t, o| {
+            seen.push((t.to_string(), o.unwrap().passed))
+        });
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("crash_at_exit".to_string(), false),
+                ("fail".to_string(), false),
+                ("pass".to_string(), true),
+                ("pass".to_string(), true)
+            ]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -230,7 +230,9 @@ fn every_patch_that_adds_python_tests_names_those_that_show_its_bug() {
         }
         with_tests.push(stem.clone());
         let (_, ids) = listed.unwrap_or_else(|| {
-            panic!("{stem} adds Python tests {added:?}: name in SHOW_THE_BUG those that show its bug")
+            panic!(
+                "{stem} adds Python tests {added:?}: name in SHOW_THE_BUG those that show its bug"
+            )
         });
         assert!(!ids.is_empty(), "{stem}: no Python test shows its bug");
         for id in *ids {
@@ -413,7 +415,5 @@ fn the_rows_follow_the_order_the_check_ran_in() {
     assert!(rows[5].contains("2 compiled shape(s)"));
     assert!(rows[10].contains("fail on both (1): failed because"));
     assert!(rows[11].contains("precompiled preamble"));
-    assert!(
-        rows[12].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400")
-    );
+    assert!(rows[12].contains("fixed heap layout (finding 013) on pristine: leaked at 2 of 400"));
 }

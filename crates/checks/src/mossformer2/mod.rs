@@ -11,15 +11,17 @@
 
 pub mod judge;
 
-use judge::{Comparison, Evidence, SecondShape};
-use mlx_harness::check::Check;
-use mlx_patched::Expectations;
 use crate::mlx_rs::project::{fetch_once, prefix_of, sys_env, without_network};
-use mlx_harness::error::{anyhow, Context, Result};
-use mlx_harness::process::cargo;
-use mlx_harness::paths::{target_dir, workspace_root};
-use mlx_harness::tally::Tally;
+use judge::{Comparison, Evidence, SecondShape};
 use mlx_expectations::report::Row;
+use mlx_harness::check::Check;
+use mlx_harness::error::{anyhow, Context, Result};
+use mlx_harness::paths::{target_dir, workspace_root};
+use mlx_harness::peer_suite::side_by_side;
+use mlx_harness::process::cargo;
+use mlx_harness::python_env::kernel_tmp;
+use mlx_harness::tally::Tally;
+use mlx_patched::Expectations;
 use mlx_patched::{CommandVars, Variant};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,13 +67,20 @@ pub enum Profile {
 /// Builds the port's binaries against `variant`; returns the folder that
 /// holds them.
 pub fn build(variant: Variant, profile: Profile) -> Result<PathBuf> {
-    eprintln!("building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {} ({profile:?})", variant.name);
+    eprintln!(
+        "building crates/mossformer2 (mlx-rs 0.33 + the drop-in mlx-sys) against {} ({profile:?})",
+        variant.name
+    );
     let mut args = vec!["build", "--quiet", "--bins"];
     if profile == Profile::Release {
         args.push("--release");
     }
     mlx_harness::process::run(&mut port_cargo(variant, &args)?)?;
-    Ok(target_of(variant)?.join(if profile == Profile::Release { "release" } else { "debug" }))
+    Ok(target_of(variant)?.join(if profile == Profile::Release {
+        "release"
+    } else {
+        "debug"
+    }))
 }
 
 /// The port's own tests against `variant`: its size and its errors.
@@ -87,17 +96,24 @@ fn port_tests(variant: Variant) -> Result<mlx_harness::process::Ran> {
 /// weights on the same input and compares its mask bit for bit.
 pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Result<Comparison> {
     let python = mlx_harness::python_env::mlx_audio_env(variant)?;
-    let dir = target_dir()?.join("mossformer2").join("compare").join(format!(
-        "{}-{frames}{}",
-        variant.name,
-        if slices { "-slices" } else { "" }
-    ));
+    let dir = target_dir()?
+        .join("mossformer2")
+        .join("compare")
+        .join(format!(
+            "{}-{frames}{}",
+            variant.name,
+            if slices { "-slices" } else { "" }
+        ));
     let mut export = Command::new(&python);
     export
         .arg(workspace_root().join(EXPORT))
         .arg(&dir)
         .args(["--frames", &frames.to_string()])
-        .var(mlx_patched::other_vars::PYTHONPATH, workspace_root().join("tests/python"));
+        .var(
+            mlx_patched::other_vars::PYTHONPATH,
+            workspace_root().join("tests/python"),
+        )
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
     if slices {
         export.arg("--slices");
     }
@@ -108,54 +124,97 @@ pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Resu
         .arg("--input")
         .arg(dir.join("features.safetensors"))
         .arg("--expect")
-        .arg(dir.join("mask.safetensors"));
+        .arg(dir.join("mask.safetensors"))
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
     if slices {
         port.arg("--slices");
     }
-    let out = port.output().with_context(|| format!("cannot run {}", bins.display()))?;
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout).trim(), String::from_utf8_lossy(&out.stderr).trim());
+    let out = port
+        .output()
+        .with_context(|| format!("cannot run {}", bins.display()))?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
     // Exit 0: equal; 1: compared and different; anything else: no comparison.
     let equal = match out.status.code() {
         Some(0) => true,
         Some(1) => false,
-        _ => return Err(anyhow!("mossformer2-mask on {} failed ({}): {said}", variant.name, out.status)),
+        _ => {
+            return Err(anyhow!(
+                "mossformer2-mask on {} failed ({}): {said}",
+                variant.name,
+                out.status
+            ))
+        }
     };
-    Ok(Comparison { variant, frames, slices, equal, said })
+    Ok(Comparison {
+        variant,
+        frames,
+        slices,
+        equal,
+        said,
+    })
 }
 
 /// One cycle of the port with a checkpoint, calling it at 8 frames and
 /// then at 300; `lazy`: the weights are not evaluated before the first call.
-fn second_shape(bins: &Path, weights: &Path, lazy: bool) -> Result<SecondShape> {
+fn second_shape(variant: Variant, bins: &Path, weights: &Path, lazy: bool) -> Result<SecondShape> {
     let mut c = Command::new(bins.join("mossformer2-cycles"));
-    c.args(["--cycles", "1", "--second-shape", "300", "--weights"]).arg(weights);
+    c.args(["--cycles", "1", "--second-shape", "300", "--weights"])
+        .arg(weights)
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
     if lazy {
         c.arg("--no-eval");
     }
     let out = c.output().context("cannot run mossformer2-cycles")?;
     if !out.status.success() {
-        return Err(anyhow!("mossformer2-cycles failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(anyhow!(
+            "mossformer2-cycles failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().next().ok_or_else(|| anyhow!("mossformer2-cycles printed nothing"))?;
-    let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("a record of mossformer2-cycles: {line}"))?;
+    let line = text
+        .lines()
+        .next()
+        .ok_or_else(|| anyhow!("mossformer2-cycles printed nothing"))?;
+    let v: serde_json::Value = serde_json::from_str(line)
+        .with_context(|| format!("a record of mossformer2-cycles: {line}"))?;
     let field = |k: &str| v[k].as_i64().ok_or_else(|| anyhow!("no {k} in {line}"));
-    Ok(SecondShape { variant: Variant::PATCHED, lazy, one: field("live_one")?, two: field("live_two")?, weights: field("weights")? })
+    Ok(SecondShape {
+        variant,
+        lazy,
+        one: field("live_one")?,
+        two: field("live_two")?,
+        weights: field("weights")?,
+    })
 }
 
 /// Cycles of the port's experiment binary in one process.
-fn cycles(bins: &Path, n: u32) -> Result<Vec<i64>> {
+fn cycles(variant: Variant, bins: &Path, n: u32) -> Result<Vec<i64>> {
     let out = Command::new(bins.join("mossformer2-cycles"))
         .args(["--cycles", &n.to_string()])
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?)
         .output()
         .context("cannot run mossformer2-cycles")?;
     if !out.status.success() {
-        return Err(anyhow!("mossformer2-cycles failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr)));
+        return Err(anyhow!(
+            "mossformer2-cycles failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).with_context(|| format!("a record of mossformer2-cycles: {l}"))?;
-            v["retained_bytes"].as_i64().ok_or_else(|| anyhow!("no retained_bytes in {l}"))
+            let v: serde_json::Value = serde_json::from_str(l)
+                .with_context(|| format!("a record of mossformer2-cycles: {l}"))?;
+            v["retained_bytes"]
+                .as_i64()
+                .ok_or_else(|| anyhow!("no retained_bytes in {l}"))
         })
         .collect()
 }
@@ -174,14 +233,22 @@ impl Check for Mossformer2 {
             .into_iter()
             .map(|v| build(v, Profile::Dev).map(|bins| (v, bins)))
             .collect::<Result<_>>()?;
+        // The two variants side by side, each on binaries and a kernel
+        // cache of its own; within a variant, one step at a time.
         let mut e = Evidence::default();
-        for &(variant, ref bins) in &built {
-            for (frames, slices) in [(8, false), (300, false), (300, true)] {
-                let c = compare(variant, bins, frames, slices)?;
+        let compared = side_by_side(&built, |(variant, bins)| {
+            [(8, false), (300, false), (300, true)]
+                .into_iter()
+                .map(|(frames, slices)| compare(*variant, bins, frames, slices))
+                .collect::<Result<Vec<_>>>()
+        });
+        for c in compared {
+            for c in c? {
                 println!(
-                    "mossformer2 {} {frames} frames{}: {}",
-                    variant.name,
-                    if slices { ", slices" } else { "" },
+                    "mossformer2 {} {} frames{}: {}",
+                    c.variant.name,
+                    c.frames,
+                    if c.slices { ", slices" } else { "" },
                     c.said
                 );
                 e.compared.push(c);
@@ -192,13 +259,22 @@ impl Check for Mossformer2 {
             .join("mossformer2/compare")
             .join(format!("{}-8", Variant::PATCHED.name))
             .join("weights.safetensors");
-        for &(variant, ref bins) in &built {
-            for lazy in [false, true] {
-                let s = SecondShape { variant, ..second_shape(bins, &weights, lazy)? };
+        let shapes = side_by_side(&built, |(variant, bins)| {
+            [false, true]
+                .into_iter()
+                .map(|lazy| second_shape(*variant, bins, &weights, lazy))
+                .collect::<Result<Vec<_>>>()
+        });
+        for s in shapes {
+            for s in s? {
                 println!(
                     "mossformer2 {} second shape, weights {}: one {} B, two {} B",
-                    variant.name,
-                    if lazy { "loaded lazily" } else { "evaluated first" },
+                    s.variant.name,
+                    if s.lazy {
+                        "loaded lazily"
+                    } else {
+                        "evaluated first"
+                    },
                     s.one,
                     s.two
                 );
@@ -206,9 +282,13 @@ impl Check for Mossformer2 {
             }
         }
         e.tests = port_tests(Variant::PATCHED)?;
-        for &(variant, ref bins) in &built {
-            let kept = cycles(bins, 3)?;
-            println!("mossformer2 {} cycles: retained {kept:?} bytes", variant.name);
+        let kept = side_by_side(&built, |(variant, bins)| cycles(*variant, bins, 3));
+        for (&(variant, _), kept) in built.iter().zip(kept) {
+            let kept = kept?;
+            println!(
+                "mossformer2 {} cycles: retained {kept:?} bytes",
+                variant.name
+            );
             e.cycles.push((variant, kept));
         }
         Ok(e)

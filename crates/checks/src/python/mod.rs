@@ -24,8 +24,6 @@ use mlx_patched::CommandVars;
 use mlx_patched::Expectations;
 use mlx_patched::Variant;
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
 /// Layouts per run of the Python fixed-layout sweep: on 0.32.2 about 5% of

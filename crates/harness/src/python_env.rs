@@ -366,12 +366,26 @@ pub fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String>
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The `TMPDIR` of the runs of MLX's and mlx-lm's suites on `variant`,
-/// which holds MLX's kernel cache: one per variant, so that two variants can
-/// run at once. `empty`: start from an empty cache (MLX's suite does; mlx-lm's
-/// then uses the kernels built or copied there).
+/// The `TMPDIR` of the Python checks' processes on `variant` (mlx-lm's,
+/// the fixed-layout sweep's, the MossFormer2 comparison's), which holds
+/// MLX's kernel cache: one per variant, so that two variants can run at
+/// once. `empty`: start from an empty cache.
 pub fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
-    let dir = python_root()?.join(variant.name).join("mlx-tmp");
+    tmp_dir(variant, "mlx-tmp", empty)
+}
+
+/// The `TMPDIR` of MLX's Python suite on `variant`: a kernel cache of the
+/// suite's own, so that the suite compiles every kernel it loads with its
+/// own code while the check's other processes of the variant run beside it
+/// (with a cache filled by others, a bug of the fork's first kernel-cache
+/// fix hid: finding 008). `empty`: start from an empty cache, as a run of
+/// the whole suite does.
+pub fn suite_kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
+    tmp_dir(variant, "mlx-suite-tmp", empty)
+}
+
+fn tmp_dir(variant: Variant, name: &str, empty: bool) -> Result<PathBuf> {
+    let dir = python_root()?.join(variant.name).join(name);
     if empty {
         let _ = std::fs::remove_dir_all(&dir);
     }

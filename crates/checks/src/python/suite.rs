@@ -5,7 +5,7 @@
 use super::judge::{self, Repeats, FLAKY_REPEATS};
 use mlx_harness::error::{anyhow, Context, Result};
 use mlx_harness::paths::workspace_root;
-use mlx_harness::python_env::{kernel_tmp, python_root};
+use mlx_harness::python_env::{python_root, suite_kernel_tmp};
 use mlx_patched::CommandVars;
 use mlx_patched::Variant;
 use std::collections::BTreeMap;
@@ -208,16 +208,23 @@ pub(super) fn repeat_tests(
 const HANG_AFTER: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// MLX's Python suite on one variant, logged in its environment's folder
-/// under `log`, its kernels in a cache of its own.
+/// under `log`, its kernels in the suite's cache (`empty`: emptied first).
 pub(super) fn suite_on(
     v: Variant,
     python: &Path,
     tests_tree: &Path,
     tests: Tests,
     log: &str,
+    empty: bool,
 ) -> Result<judge::SuiteResults> {
     let log = python_root()?.join(v.name).join(log);
-    mlx_suite(python, tests_tree, tests, &log, &kernel_tmp(v, true)?)
+    mlx_suite(
+        python,
+        tests_tree,
+        tests,
+        &log,
+        &suite_kernel_tmp(v, empty)?,
+    )
 }
 
 /// Patched's run of MLX's whole Python suite, beside the check's other
@@ -236,6 +243,7 @@ pub(super) fn whole_suite_beside(python: &Path, tests_tree: &Path) -> Result<jud
         tests_tree,
         Tests::Except(judge::RUN_APART),
         "mlx-python-suite.log",
+        true,
     )
 }
 
@@ -279,6 +287,7 @@ pub(super) fn suites_and_repeats(
         tests_tree,
         Tests::Only(&apart),
         "mlx-python-suite-apart.log",
+        false,
     )?);
     let mut suites = BTreeMap::new();
     suites.insert(Variant::PATCHED.name, on_patched);
@@ -294,13 +303,14 @@ pub(super) fn suites_and_repeats(
         tests_tree,
         Tests::Only(&only),
         "mlx-python-suite.log",
+        true,
     )?;
     suites.insert(Variant::PRISTINE.name, on_pristine);
     // Patched's environment compiles MLX's kernels from the precompiled
     // preamble, to the same bytes; one of the suite's kernels shows it.
     let preamble = mlx_harness::kernel_preamble::check_use(
         &pythons[1].1,
-        &kernel_tmp(Variant::PATCHED, false)?,
+        &suite_kernel_tmp(Variant::PATCHED, false)?,
         &python_root()?.join("kernel-preamble-check"),
     )?;
     println!("the precompiled kernel preamble in patched's environment: {preamble:?}");

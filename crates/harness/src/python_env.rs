@@ -70,6 +70,12 @@ fn venv_in_order(
     extra_first: bool,
     requirement_deps: bool,
 ) -> Result<PathBuf> {
+    // One maker at a time: two checks' threads (or processes) asking for the
+    // same environment at once would each find it half made.
+    if let Some(parent) = venv.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("{}", parent.display()))?;
+    }
+    let _lock = mlx_patched::lock_file(&venv.with_extension("lock"))?;
     let python = venv_python(venv);
     if !python.is_file() {
         let base = Env::process().python();

@@ -375,9 +375,9 @@ pub fn run_python(python: &Path, script: &Path, args: &[&str]) -> Result<String>
 /// The `TMPDIR` of the Python checks' processes on `variant` (mlx-lm's,
 /// the fixed-layout sweep's, the MossFormer2 comparison's), which holds
 /// MLX's kernel cache: one per variant, so that two variants can run at
-/// once. `empty`: start from an empty cache.
-pub fn kernel_tmp(variant: Variant, empty: bool) -> Result<PathBuf> {
-    tmp_dir(variant, "mlx-tmp", empty)
+/// once; kept from run to run.
+pub fn kernel_tmp(variant: Variant) -> Result<PathBuf> {
+    tmp_dir(variant, "mlx-tmp", false)
 }
 
 /// The `TMPDIR` of MLX's Python suite on `variant`: a kernel cache of the

@@ -167,7 +167,7 @@ fn site(variant: Variant, python: &Path, root: &Path) -> Result<Site> {
         label: variant.name.to_string(),
         python: python.to_path_buf(),
         dir: python_root()?.join(variant.name),
-        kernels: mlx_harness::python_env::kernel_tmp(variant, false)?,
+        kernels: mlx_harness::python_env::kernel_tmp(variant)?,
         client: "mlx_lm",
         cwd: root.to_path_buf(),
         rootdir: None,
@@ -192,7 +192,7 @@ pub fn server_run(variant: Variant, python: &Path, args: &[&str]) -> Result<Vec<
         .args(args)
         .var(
             mlx_patched::other_vars::TMPDIR,
-            mlx_harness::python_env::kernel_tmp(variant, false)?,
+            mlx_harness::python_env::kernel_tmp(variant)?,
         )
         .output()?;
     if !out.status.success() {

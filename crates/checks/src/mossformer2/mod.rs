@@ -113,7 +113,7 @@ pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Resu
             mlx_patched::other_vars::PYTHONPATH,
             workspace_root().join("tests/python"),
         )
-        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant)?);
     if slices {
         export.arg("--slices");
     }
@@ -125,7 +125,7 @@ pub fn compare(variant: Variant, bins: &Path, frames: u32, slices: bool) -> Resu
         .arg(dir.join("features.safetensors"))
         .arg("--expect")
         .arg(dir.join("mask.safetensors"))
-        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant)?);
     if slices {
         port.arg("--slices");
     }
@@ -164,7 +164,7 @@ fn second_shape(variant: Variant, bins: &Path, weights: &Path, lazy: bool) -> Re
     let mut c = Command::new(bins.join("mossformer2-cycles"));
     c.args(["--cycles", "1", "--second-shape", "300", "--weights"])
         .arg(weights)
-        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?);
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant)?);
     if lazy {
         c.arg("--no-eval");
     }
@@ -197,7 +197,7 @@ fn second_shape(variant: Variant, bins: &Path, weights: &Path, lazy: bool) -> Re
 fn cycles(variant: Variant, bins: &Path, n: u32) -> Result<Vec<i64>> {
     let out = Command::new(bins.join("mossformer2-cycles"))
         .args(["--cycles", &n.to_string()])
-        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant, false)?)
+        .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(variant)?)
         .output()
         .context("cannot run mossformer2-cycles")?;
     if !out.status.success() {

@@ -294,7 +294,7 @@ fn beside_the_suite(
                 .arg(&sweep)
                 .args(["--layouts", FIXED_LAYOUTS])
                 .current_dir(sweep.parent().unwrap())
-                .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(*v, false)?)
+                .var(mlx_patched::other_vars::TMPDIR, kernel_tmp(*v)?)
                 .env(mlx_patched::probes::PRELOAD, &preload)
                 .output()?;
             if !out.status.success() {
